@@ -1,0 +1,119 @@
+"""The engine: one object that owns the store and wires indexing and retrieval together.
+
+The REST API, the CLI and the Ray deployments all drive an :class:`Engine`; none of them
+talks to the store directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from ragspine.config import Settings
+from ragspine.errors import DocumentNotFoundError, NotFoundError
+from ragspine.indexing.library import Libraries, LibraryRecord, check_doc_id
+from ragspine.indexing.pipeline import Indexer, IngestResult, Thumbnails
+from ragspine.retrieval.bm25 import BM25Params
+from ragspine.retrieval.search import Searcher, SearchRequest, SearchResponse
+from ragspine.store import Store, open_store
+
+logger = logging.getLogger(__name__)
+
+
+class Engine:
+    def __init__(self, settings: Settings, store: Store | None = None) -> None:
+        self.settings = settings
+        self.store = store if store is not None else open_store(settings)
+        bm25 = BM25Params(settings.bm25_k1, settings.bm25_b)
+        # A Qdrant server may be written by other replicas: re-read the manifest every second.
+        ttl = 1.0 if settings.qdrant_url else float("inf")
+        self.libraries = Libraries(self.store, bm25, active_ttl=ttl)
+        self.thumbnails = Thumbnails(settings.data_dir)
+        self.indexer = Indexer(settings, self.store, self.libraries, self.thumbnails)
+        self.searcher = Searcher(settings, self.store, self.libraries)
+        self._recovered: set[str] = set()
+
+    # -- libraries ----------------------------------------------------------------------------
+
+    def create_library(self, name: str) -> LibraryRecord:
+        rec = self.libraries.create(name)
+        self._recovered.add(name)
+        return rec
+
+    def library(self, name: str) -> LibraryRecord:
+        rec = self.libraries.open(name)
+        if name not in self._recovered:
+            fixed = self.indexer.recover(name)
+            if fixed:
+                logger.warning("library %s: repaired %d half-done document writes", name, fixed)
+            self._recovered.add(name)
+        return rec
+
+    def list_libraries(self) -> list[str]:
+        return self.libraries.names()
+
+    def delete_library(self, name: str) -> None:
+        self.libraries.drop(name)
+        self.thumbnails.remove_library(name)
+        self._recovered.discard(name)
+
+    # -- documents ----------------------------------------------------------------------------
+
+    def ingest(self, library: str, source: bytes | str | Path, metadata: Any = None, **kw: Any) -> IngestResult:
+        self.library(library)
+        return self.indexer.ingest(library, source, metadata, **kw)
+
+    def documents(self, library: str) -> list[dict[str, Any]]:
+        self.library(library)
+        return [public_entry(e) for e in self.libraries.doc_entries(library) if e.get("active_version")]
+
+    def document(self, library: str, doc_id: str) -> dict[str, Any]:
+        self.library(library)
+        check_doc_id(doc_id)
+        e = self.libraries.doc_entry(library, doc_id)
+        if not e or not e.get("active_version"):
+            raise DocumentNotFoundError(f"no document '{doc_id}' in library '{library}'")
+        return public_entry(e)
+
+    def delete_document(self, library: str, doc_id: str) -> None:
+        self.library(library)
+        self.indexer.delete(library, doc_id)
+
+    def thumbnail(self, library: str, doc_id: str, page: int) -> Path:
+        """Path of a page's thumbnail. A page dropped by policy is exactly as absent as a page
+        that never existed: same error, same message."""
+        doc = self.document(library, doc_id)
+        path = self.thumbnails.path(library, doc_id, doc["version"], page)
+        if page not in doc["page_numbers"] or not path.is_file():
+            raise NotFoundError(f"no page {page} in document '{doc_id}' of library '{library}'")
+        return path
+
+    # -- search -------------------------------------------------------------------------------
+
+    def search(self, req: SearchRequest | dict[str, Any]) -> SearchResponse:
+        if not isinstance(req, SearchRequest):
+            req = SearchRequest.model_validate(req)
+        for lib in req.libraries:
+            self.library(lib)
+        return self.searcher.search(req)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def public_entry(e: dict[str, Any]) -> dict[str, Any]:
+    """A manifest entry as users see it."""
+    return {
+        "doc_id": e["doc_id"],
+        "title": e.get("title"),
+        "version": e.get("active_version"),
+        "metadata": e.get("meta", {}),
+        "filename": e.get("filename"),
+        "pages_total": e.get("pages_total"),
+        "pages_indexed": e.get("pages_indexed"),
+        "pages_dropped": e.get("pages_dropped", []),
+        "page_numbers": e.get("page_numbers", []),
+        "chunks": e.get("chunks"),
+        "indexed_at": e.get("indexed_at"),
+    }

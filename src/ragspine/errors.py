@@ -1,0 +1,124 @@
+"""One exception tree for ragspine.
+
+Every error a user can cause derives from :class:`RagspineError`. Each class carries a stable
+problem ``type`` (used in ``application/problem+json`` answers) and the HTTP status the API maps
+it to, so the REST layer never has to guess and never answers a bare 500 for bad input.
+Messages say what was received, what is allowed, and how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class RagspineError(Exception):
+    """Base class of every error ragspine raises on purpose."""
+
+    status: int = 500
+    type: str = "internal-error"
+    title: str = "Internal error"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+# -- input documents ---------------------------------------------------------------------------
+
+
+class DocumentError(RagspineError):
+    """The uploaded file cannot be indexed."""
+
+    status = 422
+    type = "invalid-document"
+    title = "The document cannot be indexed"
+
+
+class NotAPDFError(DocumentError):
+    status = 415
+    type = "not-a-pdf"
+    title = "Not a PDF"
+
+
+class CorruptPDFError(DocumentError):
+    type = "corrupt-pdf"
+    title = "Corrupt PDF"
+
+
+class EncryptedPDFError(DocumentError):
+    type = "encrypted-pdf"
+    title = "Encrypted PDF"
+
+
+class EmptyPDFError(DocumentError):
+    type = "empty-pdf"
+    title = "Empty PDF"
+
+
+class OversizeError(DocumentError):
+    status = 413
+    type = "too-large"
+    title = "Too large"
+
+
+# -- requests ----------------------------------------------------------------------------------
+
+
+class InvalidRequestError(RagspineError):
+    status = 422
+    type = "invalid-request"
+    title = "Invalid request"
+
+
+class FilterError(InvalidRequestError):
+    """A metadata predicate that cannot be applied. Never turned into 'no filter'."""
+
+    type = "invalid-filter"
+    title = "Invalid filter"
+
+
+class NotFoundError(RagspineError):
+    status = 404
+    type = "not-found"
+    title = "Not found"
+
+
+class LibraryNotFoundError(NotFoundError):
+    type = "unknown-library"
+    title = "Unknown library"
+
+
+class DocumentNotFoundError(NotFoundError):
+    type = "unknown-document"
+    title = "Unknown document"
+
+
+class ConflictError(RagspineError):
+    status = 409
+    type = "conflict"
+    title = "Conflict"
+
+
+class ModelMismatchError(ConflictError):
+    """A library was indexed with another model than the one configured now (invariant 5)."""
+
+    type = "model-mismatch"
+    title = "Library was indexed with another model"
+
+
+class StoreError(RagspineError):
+    status = 503
+    type = "store-unavailable"
+    title = "Store unavailable"
+
+
+class MissingExtraError(RagspineError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+    status = 501
+    type = "missing-extra"
+    title = "Optional dependency missing"
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        super().__init__(
+            f"{purpose} needs the '{package}' package, which is not installed: "
+            f"pip install 'ragspine[{extra}]'"
+        )

@@ -1,0 +1,221 @@
+"""Library records and the document manifest, kept in the store itself.
+
+A library's record (``kind=library``) says which encoder and revision produced every vector
+field, the metadata field types seen so far, and the BM25 length statistics. Each document
+has a manifest entry (``kind=doc``) naming its active version: writing that one point is the
+commit of a document replace, so a reader sees either the old version or the new one.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragspine.errors import InvalidRequestError, LibraryNotFoundError, ModelMismatchError
+from ragspine.retrieval.bm25 import BM25Params
+from ragspine.store.base import (
+    KIND_DOC,
+    KIND_LIBRARY,
+    SPARSE_CHUNK,
+    SPARSE_PAGE,
+    CollectionSpec,
+    PointData,
+    Store,
+    Where,
+)
+
+LIBRARY_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_NS = uuid.UUID("6f1c1d0e-6b8e-4f55-9a7e-2b9f4d6c8a10")
+BM25_MODEL = "ragspine-bm25"
+#: Re-weight every BM25 vector when the average length has drifted this much (relative)
+#: from the one the vectors were built with.
+AVGDL_DRIFT = 0.2
+
+
+def point_id(*parts: object) -> str:
+    return str(uuid.uuid5(_NS, "/".join(str(p) for p in parts)))
+
+
+LIBRARY_POINT = point_id("library")
+
+
+def doc_point(doc_id: str) -> str:
+    return point_id("doc", doc_id)
+
+
+def check_library_name(name: object) -> str:
+    if not isinstance(name, str) or not LIBRARY_NAME_RE.match(name):
+        raise InvalidRequestError(
+            f"library name {name!r} is not allowed: use 1-63 lowercase letters, digits, '-' or '_', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def check_doc_id(doc_id: object) -> str:
+    if not isinstance(doc_id, str) or not DOC_ID_RE.match(doc_id) or ".." in doc_id:
+        raise InvalidRequestError(
+            f"doc_id {doc_id!r} is not allowed: use 1-128 letters, digits, '.', '-' or '_', "
+            "starting with a letter or digit"
+        )
+    return doc_id
+
+
+@dataclass
+class LengthStats:
+    """Token counts of one BM25 field and the average length its vectors were built with."""
+
+    tokens: int = 0
+    count: int = 0
+    basis: float = 0.0
+
+    @property
+    def avgdl(self) -> float:
+        return self.tokens / self.count if self.count else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "count": self.count, "basis": self.basis}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any] | None) -> "LengthStats":
+        d = d or {}
+        return cls(int(d.get("tokens", 0)), int(d.get("count", 0)), float(d.get("basis", 0.0)))
+
+
+@dataclass
+class LibraryRecord:
+    name: str
+    created_at: float
+    encoders: dict[str, dict[str, str]]
+    field_types: dict[str, str] = field(default_factory=dict)
+    stats: dict[str, LengthStats] = field(default_factory=dict)
+
+    def to_payload(self) -> dict[str, Any]:
+        return {
+            "kind": KIND_LIBRARY,
+            "name": self.name,
+            "created_at": self.created_at,
+            "encoders": self.encoders,
+            "field_types": self.field_types,
+            "stats": {k: v.to_json() for k, v in self.stats.items()},
+        }
+
+    @classmethod
+    def from_payload(cls, p: dict[str, Any]) -> "LibraryRecord":
+        return cls(
+            name=p["name"],
+            created_at=float(p.get("created_at", 0.0)),
+            encoders=dict(p.get("encoders") or {}),
+            field_types=dict(p.get("field_types") or {}),
+            stats={k: LengthStats.from_json(v) for k, v in (p.get("stats") or {}).items()},
+        )
+
+
+def expected_encoders(bm25: BM25Params) -> dict[str, dict[str, str]]:
+    enc = {"model": BM25_MODEL, "revision": bm25.revision}
+    return {SPARSE_CHUNK: dict(enc), SPARSE_PAGE: dict(enc)}
+
+
+class Libraries:
+    """Create, open and describe libraries; one lock per library serialises its writers."""
+
+    def __init__(self, store: Store, bm25: BM25Params, active_ttl: float = float("inf")) -> None:
+        self.store = store
+        self.bm25 = bm25
+        self._locks: dict[str, threading.RLock] = {}
+        self._guard = threading.Lock()
+        # Active version per document, per library: read by every search, so cached and
+        # invalidated by every manifest write made here. ``ttl`` bounds staleness when other
+        # processes write the same store (Qdrant server with several replicas).
+        self._active: dict[str, tuple[float, dict[str, int]]] = {}
+        self.active_ttl = active_ttl
+
+    def lock(self, name: str) -> threading.RLock:
+        with self._guard:
+            return self._locks.setdefault(name, threading.RLock())
+
+    def create(self, name: str) -> LibraryRecord:
+        check_library_name(name)
+        rec = LibraryRecord(name=name, created_at=time.time(), encoders=expected_encoders(self.bm25))
+        with self.lock(name):
+            self.store.create_collection(name, CollectionSpec())
+            self.save(rec)
+        return rec
+
+    def save(self, rec: LibraryRecord) -> None:
+        self.store.upsert(rec.name, [PointData(LIBRARY_POINT, rec.to_payload())])
+
+    def get(self, name: str) -> LibraryRecord:
+        check_library_name(name)
+        if not self.store.has_collection(name):
+            raise LibraryNotFoundError(f"unknown library '{name}'")
+        recs = self.store.retrieve(name, [LIBRARY_POINT])
+        if not recs:
+            raise LibraryNotFoundError(f"library '{name}' has no record; it was not created by ragspine")
+        return LibraryRecord.from_payload(recs[0].payload)
+
+    def open(self, name: str) -> LibraryRecord:
+        """The record, after checking the library was built with the encoders configured now."""
+        rec = self.get(name)
+        want = expected_encoders(self.bm25)
+        for fname, enc in want.items():
+            have = rec.encoders.get(fname)
+            if have != enc:
+                raise ModelMismatchError(
+                    f"library '{name}' field '{fname}' was indexed with {have}, but this server is "
+                    f"configured for {enc}. Re-index it: create a new library and ingest the "
+                    f"documents again (or restore the settings it was built with)."
+                )
+        return rec
+
+    def names(self) -> list[str]:
+        return self.store.list_collections()
+
+    def drop(self, name: str) -> None:
+        check_library_name(name)
+        with self.lock(name):
+            self.store.drop_collection(name)
+            self._active.pop(name, None)
+
+    # -- manifest -----------------------------------------------------------------------------
+
+    def doc_entry(self, name: str, doc_id: str) -> dict[str, Any] | None:
+        recs = self.store.retrieve(name, [doc_point(doc_id)])
+        return recs[0].payload if recs else None
+
+    def put_doc_entry(self, name: str, entry: dict[str, Any]) -> None:
+        entry = {**entry, "kind": KIND_DOC}
+        try:
+            self.store.upsert(name, [PointData(doc_point(entry["doc_id"]), entry)])
+        finally:
+            self._active.pop(name, None)
+
+    def delete_doc_entry(self, name: str, doc_id: str) -> None:
+        try:
+            self.store.delete(name, Where(kind=KIND_DOC, doc_id=doc_id))
+        finally:
+            self._active.pop(name, None)
+
+    def invalidate(self, name: str) -> None:
+        self._active.pop(name, None)
+
+    def active_versions(self, name: str) -> dict[str, int]:
+        """``doc_id → active version`` of every committed document of the library."""
+        cached = self._active.get(name)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < self.active_ttl:
+            return cached[1]
+        versions = {
+            e["doc_id"]: int(e["active_version"]) for e in self.doc_entries(name) if e.get("active_version")
+        }
+        self._active[name] = (now, versions)
+        return versions
+
+    def doc_entries(self, name: str) -> list[dict[str, Any]]:
+        recs = self.store.scroll(name, Where(kind=KIND_DOC))
+        return sorted((r.payload for r in recs), key=lambda p: p["doc_id"])

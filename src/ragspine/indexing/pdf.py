@@ -1,0 +1,208 @@
+"""PDF → pages: text blocks with bounding boxes (PDF points), page text, rendering.
+
+PyMuPDF does the parsing. Each bad input raises its own error naming the problem:
+:class:`NotAPDFError`, :class:`CorruptPDFError`, :class:`EncryptedPDFError`,
+:class:`EmptyPDFError`, :class:`OversizeError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymupdf
+
+from ragspine.errors import CorruptPDFError, EmptyPDFError, EncryptedPDFError, NotAPDFError, OversizeError
+from ragspine.retrieval.tokenizer import is_cjk_char
+
+logger = logging.getLogger(__name__)
+
+BBox = tuple[float, float, float, float]
+#: Separator between paragraphs (text blocks) in a page's text.
+PARAGRAPH_SEP = "\n\n"
+_PDF_MAGIC_WINDOW = 1024  # the spec lets "%PDF-" start anywhere in the first 1024 bytes
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    """A paragraph: its text, bbox in PDF points (x0, y0, x1, y1; origin top-left), and its
+    character span ``[start, end)`` in the page text."""
+
+    text: str
+    bbox: BBox
+    start: int
+    end: int
+
+
+@dataclass
+class PageContent:
+    number: int  # 1-based physical page
+    width: float
+    height: float
+    text: str
+    blocks: list[TextBlock]
+    #: Every text line with its bbox (used by the RESTRICTED marker detection).
+    lines: list[tuple[str, BBox]] = field(default_factory=list)
+    has_images: bool = False
+    has_drawings: bool = False
+
+
+@dataclass
+class ParsedPDF:
+    doc: pymupdf.Document
+    pages: list[PageContent]
+    pdf_metadata: dict[str, str] = field(default_factory=dict)
+
+    def close(self) -> None:
+        self.doc.close()
+
+
+def _join_lines(raw: str) -> str:
+    """One paragraph from a block's lines: wrapped lines join with a space, except between
+    two CJK characters (Chinese does not put spaces between words)."""
+    lines = [ln.strip() for ln in raw.splitlines()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return ""
+    out = lines[0]
+    for ln in lines[1:]:
+        if out and is_cjk_char(out[-1]) and is_cjk_char(ln[0]):
+            out += ln
+        elif out.endswith("-") and len(out) > 1 and out[-2].isalpha() and ln[0].islower():
+            out = out[:-1] + ln  # de-hyphenate a word broken across lines
+        else:
+            out += " " + ln
+    return out
+
+
+def sniff_pdf(head: bytes) -> None:
+    """Raise :class:`NotAPDFError` unless ``head`` (the file's first bytes) looks like a PDF."""
+    if not head:
+        raise EmptyPDFError("the file is empty (0 bytes)")
+    if b"%PDF-" not in head[:_PDF_MAGIC_WINDOW]:
+        shown = head[:16]
+        raise NotAPDFError(
+            f"the file is not a PDF: it does not start with '%PDF-' (first bytes: {shown!r})"
+        )
+
+
+def open_pdf(
+    source: bytes | str | Path,
+    *,
+    max_pages: int = 3000,
+    max_page_side_pt: float = 14400.0,
+) -> ParsedPDF:
+    """Open and parse a PDF. ``source`` is the file's bytes or a path."""
+    if isinstance(source, (str, Path)):
+        with open(source, "rb") as fh:
+            head = fh.read(_PDF_MAGIC_WINDOW)
+    else:
+        head = bytes(source[:_PDF_MAGIC_WINDOW])
+    sniff_pdf(head)
+    try:
+        if isinstance(source, (str, Path)):
+            doc = pymupdf.open(str(source), filetype="pdf")
+        else:
+            doc = pymupdf.open(stream=source, filetype="pdf")
+    except Exception as exc:
+        raise CorruptPDFError(f"the PDF is corrupt and cannot be opened: {exc}") from exc
+    try:
+        if doc.needs_pass:
+            raise EncryptedPDFError(
+                "the PDF is encrypted with a password; upload an unencrypted copy"
+            )
+        if doc.is_repaired:
+            logger.info("PDF had a damaged structure and was repaired on open")
+        n = doc.page_count
+        if n == 0:
+            raise EmptyPDFError("the PDF has 0 pages")
+        if n > max_pages:
+            raise OversizeError(
+                f"the PDF has {n} pages; the limit is {max_pages} (RAGSPINE_MAX_PAGES)"
+            )
+        pages = [_read_page(doc, i, max_page_side_pt) for i in range(n)]
+        if not any(p.text.strip() or p.has_images or p.has_drawings for p in pages):
+            raise EmptyPDFError(f"the PDF has {n} page(s) but no text and no images")
+        meta = {k: v for k, v in (doc.metadata or {}).items() if isinstance(v, str) and v.strip()}
+        return ParsedPDF(doc=doc, pages=pages, pdf_metadata=meta)
+    except BaseException:
+        doc.close()
+        raise
+
+
+def _read_page(doc: pymupdf.Document, index: int, max_side: float) -> PageContent:
+    try:
+        page = doc.load_page(index)
+        rect = page.rect
+        if rect.width > max_side or rect.height > max_side:
+            raise OversizeError(
+                f"page {index + 1} is {rect.width:.0f} x {rect.height:.0f} pt; the largest side "
+                f"allowed is {max_side:.0f} pt (RAGSPINE_MAX_PAGE_SIDE_PT)"
+            )
+        # One extraction gives both paragraphs (blocks) and their lines; the policy needs
+        # line positions so that a marker in a header line is told from prose that happens
+        # to run through the band.
+        raw = page.get_text("dict", sort=True, flags=pymupdf.TEXTFLAGS_TEXT)
+        has_images = bool(page.get_images(full=False))
+    except OversizeError:
+        raise
+    except Exception as exc:
+        raise CorruptPDFError(f"page {index + 1} of the PDF is corrupt: {exc}") from exc
+    blocks: list[TextBlock] = []
+    lines: list[tuple[str, BBox]] = []
+    parts: list[str] = []
+    pos = 0
+    for b in raw.get("blocks", []):
+        if b.get("type", 0) != 0:
+            has_images = True
+            continue
+        line_texts = []
+        for ln in b.get("lines", []):
+            t = "".join(sp.get("text", "") for sp in ln.get("spans", []))
+            if t.strip():
+                line_texts.append(t)
+                x0, y0, x1, y1 = ln["bbox"]
+                lines.append((t, (float(x0), float(y0), float(x1), float(y1))))
+        text = _join_lines("\n".join(line_texts))
+        if not text:
+            continue
+        if parts:
+            pos += len(PARAGRAPH_SEP)
+        x0, y0, x1, y1 = b["bbox"]
+        blocks.append(TextBlock(text, (float(x0), float(y0), float(x1), float(y1)), pos, pos + len(text)))
+        parts.append(text)
+        pos += len(text)
+    page_text = PARAGRAPH_SEP.join(parts)
+    has_drawings = False
+    if not page_text and not has_images:
+        try:
+            has_drawings = bool(page.get_cdrawings())
+        except Exception:
+            has_drawings = False
+    return PageContent(
+        number=index + 1,
+        width=float(rect.width),
+        height=float(rect.height),
+        text=page_text,
+        blocks=blocks,
+        lines=lines,
+        has_images=has_images,
+        has_drawings=has_drawings,
+    )
+
+
+def render_page_png(doc: pymupdf.Document, number: int, dpi: int, max_px: int) -> bytes:
+    """PNG of 1-based page ``number`` at ``dpi``, scaled down so no side exceeds ``max_px``."""
+    page = doc.load_page(number - 1)
+    zoom = dpi / 72.0
+    longest = max(page.rect.width, page.rect.height) * zoom
+    if longest > max_px:
+        zoom *= max_px / longest
+    pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
+    return pix.tobytes("png")
+
+
+def pdf_info(parsed: ParsedPDF) -> dict[str, Any]:
+    return {"pages": len(parsed.pages), **parsed.pdf_metadata}

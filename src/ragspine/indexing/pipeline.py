@@ -1,0 +1,549 @@
+"""Ingest: PDF → RESTRICTED policy → passages → BM25 vectors → store, as one atomic version.
+
+Order matters and is the point of this module:
+
+1. a RESTRICTED document is dropped before it is even opened;
+2. the PDF is parsed, and RESTRICTED pages are removed before chunking, tokenising,
+   rendering or logging — their text never leaves :func:`~ragspine.indexing.pdf.open_pdf`'s
+   page objects, which are discarded;
+3. the new version is written in full but not live, then made live, then the manifest entry
+   names it active (the commit), then the previous version is deleted. A failure at any step
+   leaves the previous version served, and the next open cleans up what was left half-done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ragspine.config import Settings
+from ragspine.errors import DocumentNotFoundError, InvalidRequestError
+from ragspine.indexing.chunking import chunk_spans
+from ragspine.indexing.library import (
+    AVGDL_DRIFT,
+    Libraries,
+    LengthStats,
+    check_doc_id,
+    point_id,
+)
+from ragspine.indexing.pdf import PageContent, ParsedPDF, open_pdf, render_page_png
+from ragspine.indexing.policy import PagePolicy, is_restricted, normalize_sensitivity
+from ragspine.retrieval.bm25 import BM25Params, document_vector
+from ragspine.retrieval.predicates import FIELD_NAME_RE, merge_field_types, value_type
+from ragspine.retrieval.tokenizer import tokenize
+from ragspine.store.base import bool_mirror, KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, PointData, Store, Where
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+_RESERVED = {"doc_id", "page_sensitivity", "page", "kind", "state", "version"}
+_UPSERT_BATCH = 256
+
+
+class DocumentMetadata(BaseModel):
+    """What the caller says about a document. Unknown fields are kept as custom metadata."""
+
+    model_config = ConfigDict(extra="allow")
+
+    doc_id: str | None = None
+    title: str | None = None
+    entity: str | None = None
+    period: str | int | None = None
+    topic: str | None = None
+    geography: str | None = None
+    language: str | None = None
+    sensitivity: str | None = None
+    #: Per-page sensitivity overrides, 1-based page number → level (e.g. ``{"3": "RESTRICTED"}``).
+    page_sensitivity: dict[int, str] = Field(default_factory=dict)
+
+    @field_validator("page_sensitivity")
+    @classmethod
+    def _pages_positive(cls, v: dict[int, str]) -> dict[int, str]:
+        bad = [k for k in v if k < 1]
+        if bad:
+            raise ValueError(f"page numbers are 1-based; got {bad}")
+        return v
+
+    def custom(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    def fields(self) -> dict[str, Any]:
+        """Filterable metadata: declared and custom fields that are set, minus system keys."""
+        out: dict[str, Any] = {}
+        for k, v in {**self.model_dump(exclude={"page_sensitivity"}), **self.custom()}.items():
+            if v is None or k in _RESERVED:
+                continue
+            if not FIELD_NAME_RE.match(k):
+                raise InvalidRequestError(
+                    f"metadata field name {k!r} is not allowed: letters, digits and '_' only"
+                )
+            if isinstance(v, list):
+                if not all(isinstance(x, (str, int, float, bool)) for x in v):
+                    raise InvalidRequestError(f"metadata field '{k}' must hold scalars, got {v!r}")
+            elif not isinstance(v, (str, int, float, bool)):
+                raise InvalidRequestError(
+                    f"metadata field '{k}' must be a string, number, boolean or list of them; "
+                    f"got {type(v).__name__}"
+                )
+            out[k] = v
+        if "sensitivity" in out:
+            out["sensitivity"] = normalize_sensitivity(out["sensitivity"])
+            if out["sensitivity"] is None:
+                del out["sensitivity"]
+        return out
+
+
+def parse_metadata(raw: Mapping[str, Any] | DocumentMetadata | None) -> DocumentMetadata:
+    if raw is None:
+        return DocumentMetadata()
+    if isinstance(raw, DocumentMetadata):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise InvalidRequestError(f"metadata must be a JSON object, got {type(raw).__name__}")
+    try:
+        return DocumentMetadata.model_validate(dict(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise InvalidRequestError(f"metadata field '{where}': {first['msg']}") from None
+
+
+@dataclass
+class IngestResult:
+    library: str
+    doc_id: str | None
+    status: Literal["indexed", "unchanged", "dropped_by_policy"]
+    version: int | None = None
+    pages_total: int = 0
+    pages_indexed: int = 0
+    pages_dropped: list[int] = field(default_factory=list)
+    chunks: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Thumbnails:
+    """Page thumbnails under ``<data_dir>/thumbnails/<library>/<doc_id>/v<version>/p<n>.png``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.root = Path(data_dir) / "thumbnails"
+
+    def doc_dir(self, library: str, doc_id: str) -> Path:
+        return self.root / library / doc_id
+
+    def path(self, library: str, doc_id: str, version: int, page: int) -> Path:
+        return self.doc_dir(library, doc_id) / f"v{version}" / f"p{page}.png"
+
+    def remove_version(self, library: str, doc_id: str, version: int) -> None:
+        shutil.rmtree(self.doc_dir(library, doc_id) / f"v{version}", ignore_errors=True)
+
+    def remove_doc(self, library: str, doc_id: str) -> None:
+        shutil.rmtree(self.doc_dir(library, doc_id), ignore_errors=True)
+
+    def remove_library(self, library: str) -> None:
+        shutil.rmtree(self.root / library, ignore_errors=True)
+
+
+def _default_doc_id(filename: str | None, digest: str) -> str:
+    if filename:
+        stem = Path(filename).stem
+        slug = "".join(c if c.isalnum() or c in "._-" else "-" for c in stem).strip("-._")
+        slug = slug[:100]
+        if slug and slug[0].isalnum():
+            return slug
+    return f"doc-{digest[:12]}"
+
+
+class Indexer:
+    def __init__(self, settings: Settings, store: Store, libraries: Libraries, thumbs: Thumbnails) -> None:
+        self.settings = settings
+        self.store = store
+        self.libraries = libraries
+        self.thumbs = thumbs
+        self.bm25 = BM25Params(settings.bm25_k1, settings.bm25_b)
+        self.policy = PagePolicy(tuple(settings.restricted_markers), settings.marker_band)
+        #: Called after each step of a replace with the step's name; tests inject failures here.
+        self.step_hook: Callable[[str], None] | None = None
+
+    def _step(self, name: str) -> None:
+        if self.step_hook is not None:
+            self.step_hook(name)
+
+    def _content_key(self, pdf_sha: str, meta: DocumentMetadata) -> str:
+        s = self.settings
+        basis = {
+            "pdf": pdf_sha,
+            "meta": meta.model_dump(mode="json"),
+            "chunk": [s.chunk_chars, s.chunk_overlap],
+            "policy": [sorted(self.policy.markers), self.policy.band],
+            "bm25": self.bm25.revision,
+            "thumb": [s.thumbnail_dpi, s.thumbnail_max_px],
+        }
+        return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()
+
+    # -- ingest -------------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        library: str,
+        source: bytes | str | Path,
+        metadata: Mapping[str, Any] | DocumentMetadata | None = None,
+        *,
+        filename: str | None = None,
+        progress: Progress | None = None,
+    ) -> IngestResult:
+        t0 = time.perf_counter()
+        meta = parse_metadata(metadata)
+        self.libraries.open(library)
+        if meta.doc_id is not None:
+            check_doc_id(meta.doc_id)
+
+        if is_restricted(meta.sensitivity):
+            # Not opened, not hashed into anything kept, not logged by name.
+            if meta.doc_id is not None and self.libraries.doc_entry(library, meta.doc_id):
+                self.delete(library, meta.doc_id)
+            logger.info("a document was dropped by policy (document sensitivity)")
+            return IngestResult(library, None, "dropped_by_policy", seconds=time.perf_counter() - t0)
+
+        data = Path(source).read_bytes() if isinstance(source, (str, Path)) else bytes(source)
+        if filename is None and isinstance(source, (str, Path)):
+            filename = Path(source).name
+        pdf_sha = hashlib.sha256(data).hexdigest()
+        doc_id = meta.doc_id or _default_doc_id(filename, pdf_sha)
+        check_doc_id(doc_id)
+        prev = self.libraries.doc_entry(library, doc_id)
+        if prev and prev.get("content_key") == self._content_key(pdf_sha, meta) and prev.get("active_version"):
+            # Same bytes, same metadata, same settings: nothing to do, not even parsing.
+            return IngestResult(
+                library, doc_id, "unchanged", prev["active_version"], prev.get("pages_total", 0),
+                prev.get("pages_indexed", 0), list(prev.get("pages_dropped", [])),
+                prev.get("chunks", 0), time.perf_counter() - t0,
+            )
+        parsed = open_pdf(
+            data, max_pages=self.settings.max_pages, max_page_side_pt=self.settings.max_page_side_pt
+        )
+        try:
+            return self._ingest_parsed(library, parsed, meta, pdf_sha, doc_id, filename, progress, t0)
+        finally:
+            parsed.close()
+
+    def _ingest_parsed(
+        self,
+        library: str,
+        parsed: ParsedPDF,
+        meta: DocumentMetadata,
+        pdf_sha: str,
+        doc_id: str,
+        filename: str | None,
+        progress: Progress | None,
+        t0: float,
+    ) -> IngestResult:
+        total = len(parsed.pages)
+        dropped = self.policy.restricted_pages(parsed.pages, meta.page_sensitivity)
+        dropped_set = set(dropped)
+        # From here on only kept pages exist for the pipeline.
+        kept = [p for p in parsed.pages if p.number not in dropped_set]
+        parsed.pages = kept
+        if dropped:
+            logger.info("policy dropped %d of %d pages: %s", len(dropped), total, dropped)
+
+        key = self._content_key(pdf_sha, meta)
+        with self.libraries.lock(library):
+            prev = self.libraries.doc_entry(library, doc_id)
+            if prev and prev.get("content_key") == key and prev.get("active_version"):
+                return IngestResult(
+                    library, doc_id, "unchanged", prev["active_version"], total,
+                    prev.get("pages_indexed", 0), list(prev.get("pages_dropped", [])),
+                    prev.get("chunks", 0), time.perf_counter() - t0,
+                )
+            if not kept:
+                # Every page was RESTRICTED: nothing of this document may be searchable.
+                if prev:
+                    self.delete(library, doc_id)
+                return IngestResult(
+                    library, doc_id, "dropped_by_policy", None, total, 0, dropped,
+                    seconds=time.perf_counter() - t0,
+                )
+            rec = self.libraries.get(library)
+            old_version = int(prev["active_version"]) if prev and prev.get("active_version") else None
+            version = max(int(prev.get("max_version", 0)) if prev else 0, old_version or 0) + 1
+            fields = meta.fields()
+            title = meta.title or parsed.pdf_metadata.get("title") or doc_id
+            base = {
+                "doc_id": doc_id,
+                "title": title,
+                "meta": fields,
+                "metab": bool_mirror(fields),
+                "sensitivity": fields.get("sensitivity"),
+            }
+
+            # Staging entry first: a crash from here on is cleaned up on the next open.
+            self.libraries.put_doc_entry(
+                library,
+                {
+                    **(prev or {"doc_id": doc_id}),
+                    "staging_version": version,
+                    "max_version": version,
+                },
+            )
+            self._step("staged_entry")
+            try:
+                chunk_stats, page_stats, n_chunks = self._write_version(
+                    library, rec_stats=rec.stats, parsed=parsed, base=base, version=version,
+                    total=total, progress=progress,
+                )
+                self._step("written")
+                self.store.set_payload(library, Where(doc_id=doc_id, version=version), {"state": "live"})
+                self._step("live")
+            except BaseException:
+                self._abort(library, doc_id, version, prev)
+                raise
+
+            entry = {
+                "doc_id": doc_id,
+                "title": title,
+                "meta": fields,
+                "active_version": version,
+                "max_version": version,
+                "content_key": key,
+                "filename": filename,
+                "pages_total": total,
+                "pages_indexed": len(kept),
+                "pages_dropped": dropped,
+                "page_numbers": [p.number for p in kept],
+                "chunks": n_chunks,
+                "indexed_at": time.time(),
+                "retiring_version": old_version,
+                "doc_stats": {"chunk": chunk_stats.to_json(), "page": page_stats.to_json()},
+            }
+            self.libraries.put_doc_entry(library, entry)  # the commit
+            self._step("committed")
+            if old_version is not None:
+                self._retire(library, doc_id, old_version)
+                entry["retiring_version"] = None
+                self.libraries.put_doc_entry(library, entry)
+
+            prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
+            self._update_record(library, fields, chunk_stats, page_stats, prev_stats)
+            self.store.flush(library)
+        logger.info(
+            "indexed version %d: %d pages, %d dropped, %d passages", version, len(kept), len(dropped), n_chunks
+        )
+        return IngestResult(
+            library, doc_id, "indexed", version, total, len(kept), dropped, n_chunks,
+            time.perf_counter() - t0,
+        )
+
+    def _write_version(
+        self,
+        library: str,
+        *,
+        rec_stats: dict[str, LengthStats],
+        parsed: ParsedPDF,
+        base: dict[str, Any],
+        version: int,
+        total: int,
+        progress: Progress | None,
+    ) -> tuple[LengthStats, LengthStats, int]:
+        s = self.settings
+        doc_id = base["doc_id"]
+        # Tokenise first: BM25 weights need the average length, which this document changes.
+        per_page: list[tuple[PageContent, list[tuple[int, int, tuple[float, ...]]], list[list[str]], list[str]]] = []
+        chunk_stats, page_stats = LengthStats(), LengthStats()
+        for page in parsed.pages:
+            spans = chunk_spans(page.text, [(b.start, b.end) for b in page.blocks], s.chunk_chars, s.chunk_overlap)
+            chunks = []
+            for sp in spans:
+                covered = [b.bbox for b in page.blocks if b.start < sp.end and b.end > sp.start]
+                bbox = (
+                    min(b[0] for b in covered), min(b[1] for b in covered),
+                    max(b[2] for b in covered), max(b[3] for b in covered),
+                ) if covered else (0.0, 0.0, page.width, page.height)
+                chunks.append((sp.start, sp.end, bbox))
+            ctoks = [tokenize(page.text[a:b]) for a, b, _ in chunks]
+            ptoks = tokenize(page.text)
+            chunk_stats.tokens += sum(len(t) for t in ctoks)
+            chunk_stats.count += len(ctoks)
+            page_stats.tokens += len(ptoks)
+            page_stats.count += 1
+            per_page.append((page, chunks, ctoks, ptoks))
+
+        avg_c = self._basis(rec_stats.get(SPARSE_CHUNK), chunk_stats)
+        avg_p = self._basis(rec_stats.get(SPARSE_PAGE), page_stats)
+        batch: list[PointData] = []
+        n_chunks = 0
+        done = 0
+        for page, chunks, ctoks, ptoks in per_page:
+            chunk_refs = []
+            for i, ((a, b, bbox), toks) in enumerate(zip(chunks, ctoks)):
+                chunk_id = f"{doc_id}/p{page.number}/c{i}"
+                chunk_refs.append({"chunk_id": chunk_id, "start": a, "end": b, "bbox": list(bbox)})
+                payload = {
+                    **base, "kind": KIND_CHUNK, "state": "staged", "version": version,
+                    "page": page.number, "chunk_id": chunk_id, "start": a, "end": b,
+                    "bbox": list(bbox), "text": page.text[a:b],
+                }
+                sparse = {SPARSE_CHUNK: document_vector(toks, avg_c, self.bm25)} if toks else {}
+                batch.append(PointData(point_id(doc_id, version, page.number, i), payload, sparse))
+                n_chunks += 1
+            page_payload = {
+                **base, "kind": KIND_PAGE, "state": "staged", "version": version, "page": page.number,
+                "width": page.width, "height": page.height, "text": page.text, "chunks": chunk_refs,
+            }
+            sparse = {SPARSE_PAGE: document_vector(ptoks, avg_p, self.bm25)} if ptoks else {}
+            batch.append(PointData(point_id(doc_id, version, page.number, "page"), page_payload, sparse))
+            thumb = self.thumbs.path(library, doc_id, version, page.number)
+            thumb.parent.mkdir(parents=True, exist_ok=True)
+            thumb.write_bytes(render_page_png(parsed.doc, page.number, s.thumbnail_dpi, s.thumbnail_max_px))
+            if len(batch) >= _UPSERT_BATCH:
+                self.store.upsert(library, batch)
+                batch = []
+            done += 1
+            if progress is not None:
+                progress(done, len(per_page))
+        self.store.upsert(library, batch)
+        return chunk_stats, page_stats, n_chunks
+
+    @staticmethod
+    def _basis(lib: LengthStats | None, doc: LengthStats) -> float:
+        """Average length used to weight this document: the library's basis, or for the first
+        document of a library, the document's own average."""
+        if lib is not None and lib.basis > 0:
+            return lib.basis
+        return doc.avgdl if doc.count and doc.tokens else 1.0
+
+    def _abort(self, library: str, doc_id: str, version: int, prev: dict[str, Any] | None) -> None:
+        try:
+            self.store.delete(library, Where(doc_id=doc_id, version=version))
+            self.thumbs.remove_version(library, doc_id, version)
+            if prev:
+                self.libraries.put_doc_entry(library, {**prev, "staging_version": None, "max_version": version})
+            else:
+                self.libraries.delete_doc_entry(library, doc_id)
+        except Exception:
+            logger.exception("cleanup after a failed ingest failed; it is retried when the library opens")
+
+    def _retire(self, library: str, doc_id: str, version: int) -> None:
+        self.store.delete(library, Where(doc_id=doc_id, version=version))
+        self.thumbs.remove_version(library, doc_id, version)
+
+    def _update_record(
+        self,
+        library: str,
+        fields: dict[str, Any],
+        chunk: LengthStats,
+        page: LengthStats,
+        removed: dict[str, Any] | None,
+    ) -> None:
+        rec = self.libraries.get(library)
+        rec.field_types = merge_field_types(rec.field_types, {k: value_type(v) for k, v in fields.items()})
+        for name, add in ((SPARSE_CHUNK, chunk), (SPARSE_PAGE, page)):
+            st = rec.stats.setdefault(name, LengthStats())
+            st.tokens += add.tokens
+            st.count += add.count
+            if removed:
+                old = LengthStats.from_json(removed.get("chunk" if name == SPARSE_CHUNK else "page"))
+                st.tokens -= old.tokens
+                st.count -= old.count
+            if st.basis <= 0:
+                st.basis = add.avgdl or 1.0
+        self.libraries.save(rec)
+        self._maybe_reweight(library)
+
+    # -- BM25 length drift --------------------------------------------------------------------
+
+    def _maybe_reweight(self, library: str) -> None:
+        rec = self.libraries.get(library)
+        drifted = [
+            n for n, st in rec.stats.items()
+            if st.count and st.basis > 0 and abs(st.avgdl - st.basis) / st.avgdl > AVGDL_DRIFT
+        ]
+        if drifted:
+            self.reweight(library)
+
+    def reweight(self, library: str) -> int:
+        """Rebuild every BM25 vector with the library's current average lengths.
+
+        Needed because document vectors bake in the average length at the time they were
+        built; as a library grows that average drifts. Runs automatically when it has drifted
+        by more than ``AVGDL_DRIFT``; cost is one pass over the library, so it happens
+        O(log n) times while a library grows to n documents.
+        """
+        with self.libraries.lock(library):
+            rec = self.libraries.get(library)
+            for name, kind in ((SPARSE_CHUNK, KIND_CHUNK), (SPARSE_PAGE, KIND_PAGE)):
+                st = rec.stats.get(name)
+                if st is None or not st.count:
+                    continue
+                avg = st.avgdl
+                items = []
+                for r in self.store.scroll(library, Where(kind=kind)):
+                    toks = tokenize(r.payload.get("text", ""))
+                    if toks:
+                        items.append((r.id, document_vector(toks, avg, self.bm25)))
+                for i in range(0, len(items), _UPSERT_BATCH):
+                    self.store.update_sparse(library, name, items[i : i + _UPSERT_BATCH])
+                st.basis = avg
+                logger.info("re-weighted %d %s vectors to average length %.1f", len(items), kind, avg)
+            self.libraries.save(rec)
+            self.store.flush(library)
+            return sum(st.count for st in rec.stats.values())
+
+    # -- delete and recovery ------------------------------------------------------------------
+
+    def delete(self, library: str, doc_id: str) -> None:
+        """Remove every trace of a document: passages, pages, thumbnails, manifest entry."""
+        check_doc_id(doc_id)
+        with self.libraries.lock(library):
+            entry = self.libraries.doc_entry(library, doc_id)
+            if entry is None or not entry.get("active_version"):
+                raise DocumentNotFoundError(f"no document '{doc_id}' in library '{library}'")
+            self.store.delete(library, Where(doc_id=doc_id))  # points of every version + entry
+            self.libraries.invalidate(library)
+            self.thumbs.remove_doc(library, doc_id)
+            rec = self.libraries.get(library)
+            stats = entry.get("doc_stats") or {}
+            for name, key in ((SPARSE_CHUNK, "chunk"), (SPARSE_PAGE, "page")):
+                if name in rec.stats:
+                    old = LengthStats.from_json(stats.get(key))
+                    rec.stats[name].tokens -= old.tokens
+                    rec.stats[name].count -= old.count
+            self.libraries.save(rec)
+            self.store.flush(library)
+        logger.info("deleted a document and its thumbnails")
+
+    def recover(self, library: str) -> int:
+        """Finish or undo what a crash left half-done; returns how many entries were repaired."""
+        fixed = 0
+        with self.libraries.lock(library):
+            for e in self.libraries.doc_entries(library):
+                doc_id, active = e["doc_id"], e.get("active_version")
+                staging, retiring = e.get("staging_version"), e.get("retiring_version")
+                dirty = False
+                if staging and staging != active:
+                    self.store.delete(library, Where(doc_id=doc_id, version=int(staging)))
+                    self.thumbs.remove_version(library, doc_id, int(staging))
+                    dirty = True
+                if retiring and retiring != active:
+                    self._retire(library, doc_id, int(retiring))
+                    dirty = True
+                if dirty:
+                    fixed += 1
+                    if active:
+                        self.libraries.put_doc_entry(
+                            library, {**e, "staging_version": None, "retiring_version": None}
+                        )
+                    else:
+                        self.libraries.delete_doc_entry(library, doc_id)
+        return fixed

@@ -1,0 +1,93 @@
+"""The RESTRICTED policy, applied at index build before anything is encoded or stored.
+
+A document whose sensitivity is RESTRICTED is not indexed at all. A page is RESTRICTED when
+the caller says so (a per-page override) or when a classification marker appears in its top or
+bottom band. Overrides can only add restriction, never lift a detected marker: a false
+positive costs a page of recall, a false negative leaks it.
+
+Nothing here logs page text: only page numbers and counts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ragspine.indexing.pdf import PageContent
+
+RESTRICTED = "RESTRICTED"
+
+
+def normalize_sensitivity(value: object) -> str | None:
+    """Sensitivity compared case-insensitively after trimming: ``' restricted '`` → ``RESTRICTED``."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"sensitivity must be a string, got {value!r}")
+    v = value.strip().upper()
+    return v or None
+
+
+def is_restricted(value: object) -> bool:
+    return normalize_sensitivity(value) == RESTRICTED
+
+
+#: A band line at most this long is a label (e.g. "Classification: Restricted"), so a marker in
+#: it counts whatever its case; in a longer line only the marker as configured counts, so that
+#: prose such as "restricted stock units" in a running header is not a classification.
+LABEL_MAX_CHARS = 48
+
+
+def _marker_pattern(markers: Iterable[str], flags: int = 0) -> re.Pattern[str]:
+    alts = []
+    for m in markers:
+        m = m.strip()
+        if not m:
+            continue
+        esc = re.escape(m)
+        # Latin markers must stand as a word ("UNRESTRICTED" is not a marker); CJK markers
+        # have no word boundaries to respect.
+        if m.isascii():
+            esc = rf"(?<![A-Za-z0-9]){esc}(?![A-Za-z0-9])"
+        alts.append(esc)
+    if not alts:
+        raise ValueError("no classification markers configured")
+    return re.compile("|".join(alts), flags)
+
+
+@dataclass(frozen=True)
+class PagePolicy:
+    markers: tuple[str, ...] = ("RESTRICTED", "受限")
+    band: float = 0.12
+
+    def __post_init__(self) -> None:
+        if not 0 < self.band <= 0.5:
+            raise ValueError(f"marker band must be in (0, 0.5], got {self.band}")
+        object.__setattr__(self, "_exact", _marker_pattern(self.markers))
+        object.__setattr__(self, "_any_case", _marker_pattern(self.markers, re.IGNORECASE))
+
+    def marked(self, page: PageContent) -> bool:
+        """True when a text line touching the top or bottom band carries a marker: as
+        configured (case-sensitive), or in any case when the line is a short label."""
+        top = page.height * self.band
+        bottom = page.height * (1.0 - self.band)
+        exact: re.Pattern[str] = self._exact  # type: ignore[attr-defined]
+        any_case: re.Pattern[str] = self._any_case  # type: ignore[attr-defined]
+        for text, (_x0, y0, _x1, y1) in page.lines:
+            if y0 > top and y1 < bottom:
+                continue
+            if exact.search(text):
+                return True
+            if len(text.strip()) <= LABEL_MAX_CHARS and any_case.search(text):
+                return True
+        return False
+
+    def restricted_pages(
+        self, pages: Iterable[PageContent], overrides: Mapping[int, str] | None = None
+    ) -> list[int]:
+        """Sorted 1-based numbers of the pages to drop."""
+        over = {int(k): v for k, v in (overrides or {}).items()}
+        return sorted(
+            p.number for p in pages if is_restricted(over.get(p.number)) or self.marked(p)
+        )

@@ -1,0 +1,67 @@
+"""Okapi BM25 expressed as sparse vectors for Qdrant.
+
+A document's vector holds, per term, the BM25 term-frequency part
+``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))``; the query vector holds the query
+term counts; Qdrant's IDF modifier multiplies each term by
+``ln(1 + (N - n + 0.5) / (n + 0.5))`` computed over the collection. Their dot product is
+exactly Okapi BM25 (Lucene's IDF form), computed by the engine, with filters applied first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from ragspine.retrieval.tokenizer import TOKENIZER_VERSION, token_id, tokenize
+
+
+@dataclass(frozen=True)
+class SparseVector:
+    indices: list[int]
+    values: list[float]
+
+    def __post_init__(self) -> None:
+        if len(self.indices) != len(self.values):
+            raise ValueError("sparse vector indices and values differ in length")
+
+
+@dataclass(frozen=True)
+class BM25Params:
+    k1: float = 1.5
+    b: float = 0.75
+
+    def __post_init__(self) -> None:
+        if self.k1 <= 0 or not 0 <= self.b <= 1:
+            raise ValueError(f"BM25 needs k1 > 0 and 0 <= b <= 1, got k1={self.k1}, b={self.b}")
+
+    @property
+    def revision(self) -> str:
+        """What an index built with these parameters is compatible with."""
+        return f"{TOKENIZER_VERSION};k1={self.k1};b={self.b}"
+
+
+def _merge_ids(counts: Counter[str]) -> dict[int, float]:
+    # Two tokens hashing to one id (rare) add up, as one term would.
+    merged: dict[int, float] = {}
+    for tok, c in counts.items():
+        i = token_id(tok)
+        merged[i] = merged.get(i, 0.0) + c
+    return merged
+
+
+def document_vector(tokens: list[str], avgdl: float, params: BM25Params) -> SparseVector:
+    """BM25 term-frequency weights of one document (``tokens`` from :func:`tokenize`)."""
+    if avgdl <= 0:
+        raise ValueError(f"avgdl must be positive, got {avgdl}")
+    dl = len(tokens)
+    norm = params.k1 * (1.0 - params.b + params.b * dl / avgdl)
+    tf = _merge_ids(Counter(tokens))
+    idx = sorted(tf)
+    return SparseVector(idx, [tf[i] * (params.k1 + 1.0) / (tf[i] + norm) for i in idx])
+
+
+def query_vector(text: str) -> SparseVector:
+    """Query term counts: a term asked twice weighs twice, as in plain BM25 over the token list."""
+    tf = _merge_ids(Counter(tokenize(text)))
+    idx = sorted(tf)
+    return SparseVector(idx, [tf[i] for i in idx])

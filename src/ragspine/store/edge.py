@@ -1,0 +1,223 @@
+"""Embedded backend: Qdrant Edge (``qdrant-edge-py``), the Rust engine in-process.
+
+One Edge shard per library under ``<data_dir>/libraries/<name>/shard``. Measured on the
+development machines it reopens in ~0.5 s and runs pooled MaxSim 3–8x faster than
+qdrant-client's pure-Python local mode, which is why it is the default (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from ragspine.errors import LibraryNotFoundError, StoreError
+from ragspine.retrieval.bm25 import SparseVector
+from ragspine.store.base import CollectionSpec, Hit, PointData, Record, Where, filter_value
+
+logger = logging.getLogger(__name__)
+
+_SCROLL_PAGE = 1000
+
+
+def _match(value: Any) -> Any:
+    return qe.MatchValue(value)
+
+
+def compile_where(where: Where) -> qe.Filter | None:
+    must: list[Any] = []
+    must_not: list[Any] = []
+    if where.kind is not None:
+        must.append(qe.FieldCondition(key="kind", match=_match(where.kind)))
+    if where.live is not None:
+        must.append(qe.FieldCondition(key="state", match=_match("live" if where.live else "staged")))
+    if where.doc_id is not None:
+        must.append(qe.FieldCondition(key="doc_id", match=_match(where.doc_id)))
+    if where.version is not None:
+        must.append(qe.FieldCondition(key="version", match=_match(where.version)))
+    if where.not_version is not None:
+        must_not.append(qe.FieldCondition(key="version", match=_match(where.not_version)))
+    for p in where.predicates:
+        key = where.payload_key(p)
+        v = filter_value(p.value)
+        if p.op == "eq":
+            must.append(qe.FieldCondition(key=key, match=_match(v)))
+        elif p.op == "ne":
+            must_not.append(qe.FieldCondition(key=key, match=_match(v)))
+        elif p.op == "in":
+            must.append(qe.FieldCondition(key=key, match=qe.MatchAny(list(v))))  # type: ignore[arg-type]
+        elif p.op == "nin":
+            must_not.append(qe.FieldCondition(key=key, match=qe.MatchAny(list(v))))  # type: ignore[arg-type]
+        elif p.op == "between":
+            lo, hi = v  # type: ignore[misc]
+            must.append(qe.FieldCondition(key=key, range=qe.RangeFloat(gte=float(lo), lte=float(hi))))
+        else:  # gt gte lt lte
+            must.append(qe.FieldCondition(key=key, range=qe.RangeFloat(**{p.op: float(v)})))  # type: ignore[arg-type]
+    if not must and not must_not:
+        return None
+    return qe.Filter(must=must or None, must_not=must_not or None)
+
+
+class EdgeStore:
+    """:class:`~ragspine.store.base.Store` on Qdrant Edge shards."""
+
+    def __init__(self, data_dir: Path, search_threads: int = 0) -> None:
+        self.root = Path(data_dir) / "libraries"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._search_threads = search_threads or None
+        self._shards: dict[str, qe.EdgeShard] = {}
+        self._lock = threading.RLock()
+
+    # -- collections --------------------------------------------------------------------------
+
+    def _dir(self, name: str) -> Path:
+        return self.root / name / "shard"
+
+    def _config(self, spec: CollectionSpec | None) -> qe.EdgeConfig:
+        vectors: dict[str, qe.EdgeVectorParams] = {}
+        sparse: dict[str, qe.EdgeSparseVectorParams] = {}
+        if spec is not None:
+            for f in spec.dense:
+                vectors[f.name] = qe.EdgeVectorParams(
+                    size=f.size,
+                    distance=qe.Distance.Dot if f.multivector else qe.Distance.Cosine,
+                    multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
+                    if f.multivector
+                    else None,
+                    hnsw_config=None if f.hnsw else qe.HnswIndexConfig(m=0),
+                )
+            for n in spec.sparse_idf:
+                sparse[n] = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
+        return qe.EdgeConfig(
+            vectors=vectors, sparse_vectors=sparse, max_search_threads=self._search_threads
+        )
+
+    def create_collection(self, name: str, spec: CollectionSpec) -> None:
+        with self._lock:
+            d = self._dir(name)
+            if d.exists():
+                raise StoreError(f"library '{name}' already exists in {d.parent}")
+            d.mkdir(parents=True)
+            try:
+                self._shards[name] = qe.EdgeShard.create(str(d), self._config(spec))
+            except Exception as exc:
+                shutil.rmtree(d.parent, ignore_errors=True)
+                raise StoreError(f"could not create library '{name}': {exc}") from exc
+
+    def _shard(self, name: str) -> qe.EdgeShard:
+        shard = self._shards.get(name)
+        if shard is not None:
+            return shard
+        with self._lock:
+            shard = self._shards.get(name)
+            if shard is None:
+                d = self._dir(name)
+                if not d.exists():
+                    raise LibraryNotFoundError(f"unknown library '{name}'")
+                try:
+                    shard = qe.EdgeShard.load(str(d))
+                except Exception as exc:
+                    raise StoreError(f"could not open library '{name}' at {d}: {exc}") from exc
+                self._shards[name] = shard
+            return shard
+
+    def drop_collection(self, name: str) -> None:
+        with self._lock:
+            shard = self._shards.pop(name, None)
+            if shard is not None:
+                shard.close()
+            d = self.root / name
+            if not (d / "shard").exists():
+                raise LibraryNotFoundError(f"unknown library '{name}'")
+            shutil.rmtree(d)
+
+    def has_collection(self, name: str) -> bool:
+        return name in self._shards or self._dir(name).exists()
+
+    def list_collections(self) -> list[str]:
+        return sorted(p.parent.name for p in self.root.glob("*/shard") if p.is_dir())
+
+    # -- points -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _vector(p: PointData) -> dict[str, Any]:
+        vec: dict[str, Any] = {n: qe.SparseVector(v.indices, v.values) for n, v in p.sparse.items()}
+        vec.update(p.dense)
+        return vec
+
+    def upsert(self, name: str, points: Sequence[PointData]) -> None:
+        if not points:
+            return
+        shard = self._shard(name)
+        pts = [qe.Point(p.id, self._vector(p), p.payload) for p in points]
+        shard.update(qe.UpdateOperation.upsert_points(pts))
+
+    def update_sparse(self, name: str, vector: str, items: Sequence[tuple[str, SparseVector]]) -> None:
+        if not items:
+            return
+        pvs = [qe.PointVectors(pid, {vector: qe.SparseVector(v.indices, v.values)}) for pid, v in items]
+        self._shard(name).update(qe.UpdateOperation.update_vectors(pvs))
+
+    def set_payload(self, name: str, where: Where, payload: dict[str, Any]) -> None:
+        flt = compile_where(where)
+        if flt is None:
+            raise ValueError("set_payload needs a filter")
+        self._shard(name).update(qe.UpdateOperation.set_payload_by_filter(flt, payload))
+
+    def delete(self, name: str, where: Where) -> None:
+        flt = compile_where(where)
+        if flt is None:
+            raise ValueError("refusing to delete with an empty filter")
+        self._shard(name).update(qe.UpdateOperation.delete_points_by_filter(flt))
+
+    def retrieve(self, name: str, ids: Sequence[str]) -> list[Record]:
+        recs = self._shard(name).retrieve(list(ids), with_payload=True, with_vector=False)
+        return [Record(str(r.id), dict(r.payload or {})) for r in recs]
+
+    def scroll(self, name: str, where: Where, limit: int | None = None) -> list[Record]:
+        shard = self._shard(name)
+        flt = compile_where(where)
+        out: list[Record] = []
+        offset = None
+        while True:
+            page = _SCROLL_PAGE if limit is None else min(_SCROLL_PAGE, limit - len(out))
+            recs, offset = shard.scroll(
+                qe.ScrollRequest(offset=offset, limit=page, filter=flt, with_payload=True)
+            )
+            out.extend(Record(str(r.id), dict(r.payload or {})) for r in recs)
+            if offset is None or (limit is not None and len(out) >= limit):
+                return out
+
+    def count(self, name: str, where: Where) -> int:
+        return self._shard(name).count(qe.CountRequest(filter=compile_where(where), exact=True))
+
+    def search_sparse(
+        self, name: str, vector: str, query: SparseVector, where: Where, limit: int
+    ) -> list[Hit]:
+        if not query.indices:
+            return []
+        req = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(qe.SparseVector(query.indices, query.values), using=vector),
+            filter=compile_where(where),
+            with_payload=True,
+        )
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._shard(name).query(req)]
+
+    def flush(self, name: str) -> None:
+        self._shard(name).flush()
+
+    def close(self) -> None:
+        with self._lock:
+            for shard in self._shards.values():
+                try:
+                    shard.flush()
+                    shard.close()
+                except Exception:  # closing is best effort; data is in the WAL
+                    logger.exception("closing an Edge shard failed")
+            self._shards.clear()

@@ -1,0 +1,195 @@
+"""Qdrant server or cluster backend, through ``qdrant-client``.
+
+Collections are named ``ragspine__<library>``; sharding and replication are the cluster's
+(set ``RAGSPINE_QDRANT_URL``). Tests run the same behavioural suite against
+``QdrantClient(":memory:")``, the client's in-process double of the server API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+
+from ragspine.errors import LibraryNotFoundError, StoreError
+from ragspine.retrieval.bm25 import SparseVector
+from ragspine.store.base import CollectionSpec, Hit, PointData, Record, Where, filter_value
+
+PREFIX = "ragspine__"
+_SCROLL_PAGE = 1000
+
+
+def compile_where(where: Where) -> models.Filter | None:
+    must: list[Any] = []
+    must_not: list[Any] = []
+
+    def eq(key: str, v: Any) -> models.FieldCondition:
+        return models.FieldCondition(key=key, match=models.MatchValue(value=v))
+
+    if where.kind is not None:
+        must.append(eq("kind", where.kind))
+    if where.live is not None:
+        must.append(eq("state", "live" if where.live else "staged"))
+    if where.doc_id is not None:
+        must.append(eq("doc_id", where.doc_id))
+    if where.version is not None:
+        must.append(eq("version", where.version))
+    if where.not_version is not None:
+        must_not.append(eq("version", where.not_version))
+    for p in where.predicates:
+        key, v = where.payload_key(p), filter_value(p.value)
+        if p.op == "eq":
+            must.append(eq(key, v))
+        elif p.op == "ne":
+            must_not.append(eq(key, v))
+        elif p.op in ("in", "nin"):
+            cond = models.FieldCondition(key=key, match=models.MatchAny(any=list(v)))  # type: ignore[arg-type]
+            (must if p.op == "in" else must_not).append(cond)
+        elif p.op == "between":
+            lo, hi = v  # type: ignore[misc]
+            must.append(models.FieldCondition(key=key, range=models.Range(gte=lo, lte=hi)))
+        else:
+            must.append(models.FieldCondition(key=key, range=models.Range(**{p.op: v})))
+    if not must and not must_not:
+        return None
+    return models.Filter(must=must or None, must_not=must_not or None)
+
+
+class ServerStore:
+    """:class:`~ragspine.store.base.Store` on a Qdrant server, cluster, or in-memory double."""
+
+    def __init__(self, client: QdrantClient) -> None:
+        self.client = client
+
+    @classmethod
+    def from_url(cls, url: str, api_key: str | None = None) -> "ServerStore":
+        if url == ":memory:":
+            return cls(QdrantClient(":memory:"))
+        return cls(QdrantClient(url=url, api_key=api_key, timeout=30))
+
+    @staticmethod
+    def _c(name: str) -> str:
+        return PREFIX + name
+
+    def _check(self, name: str) -> str:
+        c = self._c(name)
+        try:
+            exists = self.client.collection_exists(c)
+        except Exception as exc:
+            raise StoreError(f"Qdrant server unreachable: {exc}") from exc
+        if not exists:
+            raise LibraryNotFoundError(f"unknown library '{name}'")
+        return c
+
+    def create_collection(self, name: str, spec: CollectionSpec) -> None:
+        c = self._c(name)
+        if self.client.collection_exists(c):
+            raise StoreError(f"library '{name}' already exists on the Qdrant server")
+        vectors = {
+            f.name: models.VectorParams(
+                size=f.size,
+                distance=models.Distance.DOT if f.multivector else models.Distance.COSINE,
+                multivector_config=models.MultiVectorConfig(
+                    comparator=models.MultiVectorComparator.MAX_SIM
+                )
+                if f.multivector
+                else None,
+                hnsw_config=None if f.hnsw else models.HnswConfigDiff(m=0),
+            )
+            for f in spec.dense
+        }
+        sparse = {n: models.SparseVectorParams(modifier=models.Modifier.IDF) for n in spec.sparse_idf}
+        self.client.create_collection(c, vectors_config=vectors, sparse_vectors_config=sparse)
+        for key, schema in (
+            ("kind", models.PayloadSchemaType.KEYWORD),
+            ("doc_id", models.PayloadSchemaType.KEYWORD),
+            ("state", models.PayloadSchemaType.KEYWORD),
+            ("version", models.PayloadSchemaType.INTEGER),
+        ):
+            self.client.create_payload_index(c, key, field_schema=schema)
+
+    def drop_collection(self, name: str) -> None:
+        self.client.delete_collection(self._check(name))
+
+    def has_collection(self, name: str) -> bool:
+        return bool(self.client.collection_exists(self._c(name)))
+
+    def list_collections(self) -> list[str]:
+        names = [c.name for c in self.client.get_collections().collections]
+        return sorted(n[len(PREFIX) :] for n in names if n.startswith(PREFIX))
+
+    def upsert(self, name: str, points: Sequence[PointData]) -> None:
+        if not points:
+            return
+        structs = []
+        for p in points:
+            vec: dict[str, Any] = {
+                n: models.SparseVector(indices=v.indices, values=v.values) for n, v in p.sparse.items()
+            }
+            vec.update(p.dense)
+            structs.append(models.PointStruct(id=p.id, vector=vec, payload=p.payload))
+        self.client.upsert(self._check(name), points=structs, wait=True)
+
+    def update_sparse(self, name: str, vector: str, items: Sequence[tuple[str, SparseVector]]) -> None:
+        if not items:
+            return
+        pvs = [
+            models.PointVectors(id=pid, vector={vector: models.SparseVector(indices=v.indices, values=v.values)})
+            for pid, v in items
+        ]
+        self.client.update_vectors(self._check(name), points=pvs, wait=True)
+
+    def set_payload(self, name: str, where: Where, payload: dict[str, Any]) -> None:
+        flt = compile_where(where)
+        if flt is None:
+            raise ValueError("set_payload needs a filter")
+        self.client.set_payload(self._check(name), payload=payload, points=flt, wait=True)
+
+    def delete(self, name: str, where: Where) -> None:
+        flt = compile_where(where)
+        if flt is None:
+            raise ValueError("refusing to delete with an empty filter")
+        self.client.delete(self._check(name), points_selector=models.FilterSelector(filter=flt), wait=True)
+
+    def retrieve(self, name: str, ids: Sequence[str]) -> list[Record]:
+        recs = self.client.retrieve(self._check(name), ids=list(ids), with_payload=True)
+        return [Record(str(r.id), dict(r.payload or {})) for r in recs]
+
+    def scroll(self, name: str, where: Where, limit: int | None = None) -> list[Record]:
+        c = self._check(name)
+        flt = compile_where(where)
+        out: list[Record] = []
+        offset = None
+        while True:
+            page = _SCROLL_PAGE if limit is None else min(_SCROLL_PAGE, limit - len(out))
+            recs, offset = self.client.scroll(
+                c, scroll_filter=flt, limit=page, offset=offset, with_payload=True
+            )
+            out.extend(Record(str(r.id), dict(r.payload or {})) for r in recs)
+            if offset is None or (limit is not None and len(out) >= limit):
+                return out
+
+    def count(self, name: str, where: Where) -> int:
+        return self.client.count(self._check(name), count_filter=compile_where(where), exact=True).count
+
+    def search_sparse(
+        self, name: str, vector: str, query: SparseVector, where: Where, limit: int
+    ) -> list[Hit]:
+        if not query.indices:
+            return []
+        res = self.client.query_points(
+            self._check(name),
+            query=models.SparseVector(indices=query.indices, values=query.values),
+            using=vector,
+            query_filter=compile_where(where),
+            limit=limit,
+            with_payload=True,
+        )
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
+
+    def flush(self, name: str) -> None:
+        """The server persists on write (``wait=True``); nothing to do."""
+
+    def close(self) -> None:
+        self.client.close()
