@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     #: Reciprocal Rank Fusion constant.
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
 
+    #: API keys and the libraries each may use: ``"KEY1=lib-a,lib-b;KEY2=*"``. Unset: no auth.
+    api_keys: SecretStr | None = None
+    #: Threads that run ingest jobs in the server (PDF work is CPU-bound; keep search responsive).
+    ingest_workers: int = Field(default=1, ge=1, le=32)
+
     #: Largest ``top_k`` a search may ask for.
     max_top_k: int = Field(default=1000, ge=1)
     #: Longest query accepted, in characters.
@@ -71,6 +76,19 @@ class Settings(BaseSettings):
             raise ValueError("restricted_markers needs at least one non-blank marker")
         return cleaned
 
+    @field_validator("api_keys")
+    @classmethod
+    def _keys_parse(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None:
+            parse_api_keys(v.get_secret_value())
+        return v
+
+    def api_key_map(self) -> dict[str, frozenset[str]] | None:
+        """``key → allowed libraries`` (``"*"`` = all), or None when auth is off."""
+        if self.api_keys is None or not self.api_keys.get_secret_value().strip():
+            return None
+        return parse_api_keys(self.api_keys.get_secret_value())
+
     @model_validator(mode="after")
     def _overlap_below_chunk(self) -> "Settings":
         if self.chunk_overlap >= self.chunk_chars:
@@ -79,6 +97,22 @@ class Settings(BaseSettings):
                 f"({self.chunk_chars})"
             )
         return self
+
+
+def parse_api_keys(text: str) -> dict[str, frozenset[str]]:
+    """Parse ``"KEY1=lib-a,lib-b;KEY2=*"``; raises ValueError naming the bad entry."""
+    out: dict[str, frozenset[str]] = {}
+    for n, entry in enumerate(e for e in text.split(";") if e.strip()):
+        key, sep, libs = entry.partition("=")
+        key = key.strip()
+        names = frozenset(x.strip() for x in libs.split(",") if x.strip())
+        if not sep or len(key) < 8 or not names:
+            raise ValueError(
+                f"api_keys entry {n + 1} is not 'KEY=lib1,lib2' with a key of 8+ characters "
+                "and at least one library (or '*')"
+            )
+        out[key] = names
+    return out
 
 
 def load_settings(**overrides: object) -> Settings:

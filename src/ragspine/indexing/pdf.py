@@ -51,12 +51,14 @@ class PageContent:
 
 @dataclass
 class ParsedPDF:
-    doc: pymupdf.Document
+    #: The open PDF (renders thumbnails); ``None`` for plain text ingested without a PDF.
+    doc: pymupdf.Document | None
     pages: list[PageContent]
     pdf_metadata: dict[str, str] = field(default_factory=dict)
 
     def close(self) -> None:
-        self.doc.close()
+        if self.doc is not None:
+            self.doc.close()
 
 
 def _join_lines(raw: str) -> str:

@@ -13,9 +13,11 @@ Order matters and is the point of this module:
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -26,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ragspine.config import Settings
-from ragspine.errors import DocumentNotFoundError, InvalidRequestError
+from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, OversizeError
 from ragspine.indexing.chunking import chunk_spans
 from ragspine.indexing.library import (
     AVGDL_DRIFT,
@@ -35,7 +37,7 @@ from ragspine.indexing.library import (
     check_doc_id,
     point_id,
 )
-from ragspine.indexing.pdf import PageContent, ParsedPDF, open_pdf, render_page_png
+from ragspine.indexing.pdf import PageContent, ParsedPDF, TextBlock, open_pdf, render_page_png
 from ragspine.indexing.policy import PagePolicy, is_restricted, normalize_sensitivity
 from ragspine.retrieval.bm25 import BM25Params, document_vector
 from ragspine.retrieval.predicates import FIELD_NAME_RE, merge_field_types, value_type
@@ -165,6 +167,33 @@ def _default_doc_id(filename: str | None, digest: str) -> str:
     return f"doc-{digest[:12]}"
 
 
+_PARAGRAPH_RE = re.compile(r"\S(?:.*?\S)??(?=\s*\n[ \t\r\f\v]*\n|\s*$)", re.DOTALL)
+
+
+def text_page(text: str) -> PageContent:
+    """Plain text as page 1: paragraphs are the runs between blank lines, text kept verbatim.
+
+    Geometry is virtual (see :meth:`Indexer.ingest_text`): line ``i`` (0-based) spans
+    ``y = i .. i + 1`` on a page ``len(lines)`` high and 0 wide.
+    """
+    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    height = float(len(line_starts))
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_right(line_starts, pos) - 1
+
+    blocks = [
+        TextBlock(m.group(), (0.0, float(line_of(m.start())), 0.0, float(line_of(m.end() - 1) + 1)), m.start(), m.end())
+        for m in _PARAGRAPH_RE.finditer(text)
+    ]
+    lines = [
+        (ln, (0.0, float(i), 0.0, float(i + 1)))
+        for i, ln in enumerate(text.split("\n"))
+        if ln.strip()
+    ]
+    return PageContent(number=1, width=0.0, height=height, text=text, blocks=blocks, lines=lines)
+
+
 class Indexer:
     def __init__(self, settings: Settings, store: Store, libraries: Libraries, thumbs: Thumbnails) -> None:
         self.settings = settings
@@ -208,13 +237,9 @@ class Indexer:
         self.libraries.open(library)
         if meta.doc_id is not None:
             check_doc_id(meta.doc_id)
-
-        if is_restricted(meta.sensitivity):
-            # Not opened, not hashed into anything kept, not logged by name.
-            if meta.doc_id is not None and self.libraries.doc_entry(library, meta.doc_id):
-                self.delete(library, meta.doc_id)
-            logger.info("a document was dropped by policy (document sensitivity)")
-            return IngestResult(library, None, "dropped_by_policy", seconds=time.perf_counter() - t0)
+        dropped = self._drop_restricted_document(library, meta, t0)
+        if dropped is not None:
+            return dropped
 
         data = Path(source).read_bytes() if isinstance(source, (str, Path)) else bytes(source)
         if filename is None and isinstance(source, (str, Path)):
@@ -237,6 +262,66 @@ class Indexer:
             return self._ingest_parsed(library, parsed, meta, pdf_sha, doc_id, filename, progress, t0)
         finally:
             parsed.close()
+
+    def ingest_text(
+        self,
+        library: str,
+        doc_id: str,
+        text: str,
+        metadata: Mapping[str, Any] | DocumentMetadata | None = None,
+        title: str | None = None,
+        *,
+        progress: Progress | None = None,
+    ) -> IngestResult:
+        """Index plain text as a one-page document, through the same policy, staging, commit
+        and versioning path as a PDF (used by evaluation on text corpora).
+
+        The text is kept verbatim as the page text; paragraphs are split on blank lines. Text
+        has no geometry, so the page is a virtual column one unit per text line and zero
+        wide: bboxes say which lines a passage covers, and the RESTRICTED marker check treats
+        the first and last lines as header and footer bands, as on a PDF page. No thumbnail is
+        rendered. ``title`` (or ``metadata["title"]``) is the title shown in hits; it is not
+        indexed unless it is part of ``text``.
+        """
+        t0 = time.perf_counter()
+        meta = parse_metadata(metadata)
+        check_doc_id(doc_id)
+        if meta.doc_id is not None and meta.doc_id != doc_id:
+            raise InvalidRequestError(f"metadata doc_id {meta.doc_id!r} differs from doc_id {doc_id!r}")
+        update: dict[str, Any] = {"doc_id": doc_id}
+        if title is not None:
+            update["title"] = title
+        meta = meta.model_copy(update=update)
+        self.libraries.open(library)
+        dropped = self._drop_restricted_document(library, meta, t0)
+        if dropped is not None:
+            return dropped
+        if not isinstance(text, str):
+            raise InvalidRequestError(f"text must be a string, got {type(text).__name__}")
+        data = text.encode("utf-8")
+        if len(data) > self.settings.max_upload_bytes:
+            raise OversizeError(
+                f"the text is {len(data)} bytes; the limit is {self.settings.max_upload_bytes} "
+                "(RAGSPINE_MAX_UPLOAD_BYTES)"
+            )
+        if not text.strip():
+            raise DocumentError(f"document '{doc_id}' has no text")
+        digest = hashlib.sha256(b"text\0" + data).hexdigest()
+        parsed = ParsedPDF(doc=None, pages=[text_page(text)])
+        return self._ingest_parsed(library, parsed, meta, digest, doc_id, None, progress, t0)
+
+    def _drop_restricted_document(
+        self, library: str, meta: DocumentMetadata, t0: float
+    ) -> IngestResult | None:
+        """The RESTRICTED document rule: such a document is not read at all, and an earlier
+        version of it is deleted. Returns the result to hand back, or None to go on."""
+        if not is_restricted(meta.sensitivity):
+            return None
+        # Not opened, not hashed into anything kept, not logged by name.
+        if meta.doc_id is not None and self.libraries.doc_entry(library, meta.doc_id):
+            self.delete(library, meta.doc_id)
+        logger.info("a document was dropped by policy (document sensitivity)")
+        return IngestResult(library, None, "dropped_by_policy", seconds=time.perf_counter() - t0)
 
     def _ingest_parsed(
         self,
@@ -403,9 +488,10 @@ class Indexer:
             }
             sparse = {SPARSE_PAGE: document_vector(ptoks, avg_p, self.bm25)} if ptoks else {}
             batch.append(PointData(point_id(doc_id, version, page.number, "page"), page_payload, sparse))
-            thumb = self.thumbs.path(library, doc_id, version, page.number)
-            thumb.parent.mkdir(parents=True, exist_ok=True)
-            thumb.write_bytes(render_page_png(parsed.doc, page.number, s.thumbnail_dpi, s.thumbnail_max_px))
+            if parsed.doc is not None:  # plain text has nothing to render
+                thumb = self.thumbs.path(library, doc_id, version, page.number)
+                thumb.parent.mkdir(parents=True, exist_ok=True)
+                thumb.write_bytes(render_page_png(parsed.doc, page.number, s.thumbnail_dpi, s.thumbnail_max_px))
             if len(batch) >= _UPSERT_BATCH:
                 self.store.upsert(library, batch)
                 batch = []

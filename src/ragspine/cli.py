@@ -1,0 +1,333 @@
+"""``ragspine`` command line: ingest | search | eval | serve | demo | libraries.
+
+Heavy modules are imported inside each subcommand so ``ragspine --help`` stays instant, and
+every expected failure ends as one line on stderr with a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one clear line, not usage + error
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    print(f"ragspine: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
+    from ragspine.config import load_settings
+
+    try:
+        return load_settings(data_dir=args.data_dir)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        _fail(f"bad setting RAGSPINE_{str(err['loc'][0]).upper()}: {err['msg']}")
+
+
+def _parse_meta(pairs: Sequence[str]) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--meta expects KEY=VALUE, got {pair!r}")
+        try:
+            value: Any = json.loads(raw)
+            if isinstance(value, (dict,)) or value is None:
+                value = raw
+        except json.JSONDecodeError:
+            value = raw
+        meta[key.strip()] = value
+    return meta
+
+
+# -- subcommands -------------------------------------------------------------------------------
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ragspine.engine import Engine
+    from ragspine.errors import LibraryNotFoundError, RagspineError
+
+    meta = _parse_meta(args.meta)
+    if args.sensitivity is not None:
+        meta["sensitivity"] = args.sensitivity
+    paths: list[Path] = []
+    for p in args.paths:
+        path = Path(p)
+        if path.is_dir():
+            paths.extend(sorted(path.rglob("*.pdf")))
+        elif path.is_file():
+            paths.append(path)
+        else:
+            _fail(f"no such file or directory: {p}")
+    if not paths:
+        _fail("no PDF files found in the given paths")
+    if "doc_id" in meta and len(paths) > 1:
+        _fail("--meta doc_id=... names one document, but several files were given")
+    engine = Engine(_settings(args))
+    failed = 0
+    try:
+        try:
+            engine.library(args.library)
+        except LibraryNotFoundError:
+            engine.create_library(args.library)
+            print(f"created library '{args.library}'", file=sys.stderr)
+        for path in paths:
+            bar = tqdm(total=0, desc=path.name[:40], unit="page", leave=False, disable=args.quiet)
+
+            def progress(done: int, total: int, bar: Any = bar) -> None:
+                bar.total = total
+                bar.n = done
+                bar.refresh()
+
+            try:
+                r = engine.ingest(args.library, path, dict(meta), progress=progress)
+            except RagspineError as exc:
+                failed += 1
+                print(f"{path}: error: {exc.detail}")
+                continue
+            finally:
+                bar.close()
+            if r.status == "indexed":
+                dropped = f", dropped by policy: pages {r.pages_dropped}" if r.pages_dropped else ""
+                print(f"{path}: indexed {r.doc_id} v{r.version}: {r.pages_indexed} pages, "
+                      f"{r.chunks} passages{dropped} ({r.seconds:.1f}s)")
+            elif r.status == "unchanged":
+                print(f"{path}: unchanged ({r.doc_id} v{r.version})")
+            else:
+                print(f"{path}: dropped by policy ({r.pages_total or 'all'} pages not indexed)")
+    except RagspineError as exc:
+        _fail(exc.detail)
+    finally:
+        engine.close()
+    return EXIT_FAILED if failed else 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from ragspine.engine import Engine
+    from ragspine.errors import RagspineError
+    from ragspine.retrieval.predicates import parse_predicate_text
+    from ragspine.retrieval.search import SearchRequest
+
+    try:
+        filters = [vars(parse_predicate_text(f)) for f in args.filter]
+        for f in filters:  # back to JSON form for the request
+            if isinstance(f["value"], tuple):
+                f["value"] = list(f["value"])
+        req = SearchRequest(
+            query=args.query,
+            libraries=args.library,
+            filters=filters,
+            mode=args.mode,
+            top_k=args.top_k,
+            allow_unfiltered_fallback=args.allow_unfiltered_fallback,
+        )
+    except RagspineError as exc:
+        _fail(exc.detail)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        _fail(f"{'.'.join(str(x) for x in err['loc']) or 'request'}: {err['msg']}")
+    engine = Engine(_settings(args))
+    try:
+        res = engine.search(req)
+    except RagspineError as exc:
+        _fail(exc.detail)
+    finally:
+        engine.close()
+    if args.json:
+        print(json.dumps(res.to_json(), ensure_ascii=False, indent=2))
+        return 0
+    if res.degraded:
+        print(f"(degraded: {'; '.join(res.degraded_reasons)})")
+    if not res.hits:
+        print("no hits" + (" (try removing a filter)" if req.filters else ""))
+    for i, h in enumerate(res.hits, 1):
+        text = " ".join(h.text.split())
+        print(f"{i:>3}. [{h.library_id}] {h.title} — p.{h.page} ({h.doc_id}, {h.chunk_id}) "
+              f"fused={h.scores['fused']:.4f}")
+        print(f"     {text[:200]}{'…' if len(text) > 200 else ''}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from ragspine.errors import RagspineError
+    from ragspine.evaluation import evaluate
+
+    if not Path(args.dataset).is_dir():
+        _fail(f"no such dataset folder: {args.dataset}")
+    try:
+        result = evaluate(
+            _settings(args), Path(args.dataset), split=args.split, mode=args.mode,
+            progress=not args.json, limit_queries=args.limit,
+        )
+    except RagspineError as exc:
+        _fail(exc.detail)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        for k, v in result.items():
+            print(f"{k:>14}: {v:.4f}" if isinstance(v, float) else f"{k:>14}: {v}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ragspine.serving.app import create_app
+
+    settings = _settings(args)
+    app = create_app(settings)
+    print(f"ragspine serving on http://{args.host}:{args.port} (data dir {settings.data_dir})",
+          file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ragspine.demo import DEMO_LIBRARY, build_demo_corpus, demo_queries
+    from ragspine.engine import Engine
+    from ragspine.errors import LibraryNotFoundError
+
+    settings = _settings(args)
+    corpus_dir = Path(settings.data_dir) / "demo-corpus"
+    docs = build_demo_corpus(corpus_dir)
+    engine = Engine(settings)
+    try:
+        try:
+            engine.library(DEMO_LIBRARY)
+        except LibraryNotFoundError:
+            engine.create_library(DEMO_LIBRARY)
+        for doc in docs:
+            r = engine.ingest(DEMO_LIBRARY, doc.path, doc.metadata)
+            what = (f"{r.status}, {r.pages_indexed} pages" + (f", pages {r.pages_dropped} dropped by policy"
+                    if r.pages_dropped else "")) if r.status != "dropped_by_policy" else "dropped by policy"
+            print(f"demo: {doc.path.name}: {what}", file=sys.stderr)
+    finally:
+        engine.close()
+    base = f"http://{args.host}:{args.port}"
+    print("\nTry these while the server runs:\n")
+    for q in demo_queries():
+        body = json.dumps({"libraries": [DEMO_LIBRARY], "top_k": 3, **q}, ensure_ascii=False)
+        print(f"  curl -s {base}/v1/search -H 'Content-Type: application/json' -d '{body}'\n")
+    if args.no_serve:
+        return 0
+    return cmd_serve(args)
+
+
+def cmd_libraries(args: argparse.Namespace) -> int:
+    from ragspine.engine import Engine
+    from ragspine.errors import RagspineError
+
+    engine = Engine(_settings(args))
+    try:
+        if args.create:
+            engine.create_library(args.create)
+            print(f"created library '{args.create}'")
+        elif args.delete:
+            engine.delete_library(args.delete)
+            print(f"deleted library '{args.delete}'")
+        else:
+            names = engine.list_libraries()
+            if not names:
+                print("no libraries (create one with: ragspine libraries --create NAME)")
+            for name in names:
+                docs = engine.documents(name)
+                pages = sum(d["pages_indexed"] or 0 for d in docs)
+                print(f"{name}\t{len(docs)} documents\t{pages} pages")
+    except RagspineError as exc:
+        _fail(exc.detail)
+    finally:
+        engine.close()
+    return 0
+
+
+# -- parser ------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ragspine import __version__
+
+    p = _Parser(prog="ragspine", description="Multimodal retrieval for chart-heavy PDF reports.")
+    p.add_argument("--version", action="version", version=f"ragspine {__version__}")
+    p.add_argument("--data-dir", help="data directory (default: $RAGSPINE_DATA_DIR or ./.ragspine)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("ingest", help="index PDF files (or folders of PDFs) into a library")
+    s.add_argument("paths", nargs="+", metavar="PATH")
+    s.add_argument("--library", required=True, metavar="NAME")
+    s.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                   help="document metadata, repeatable (values parsed as JSON when they can be)")
+    s.add_argument("--sensitivity", metavar="LEVEL", help="document sensitivity (RESTRICTED is not indexed)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_ingest)
+
+    s = sub.add_parser("search", help="search one or more libraries")
+    s.add_argument("query")
+    s.add_argument("--library", action="append", required=True, metavar="NAME",
+                   help="library to search, repeatable")
+    s.add_argument("--mode", default="auto", choices=["auto", "hybrid", "vector", "bm25", "lexical", "economy"])
+    s.add_argument("--top-k", type=int, default=10)
+    s.add_argument("--filter", action="append", default=[], metavar="'FIELD OP VALUE'",
+                   help="metadata predicate, repeatable; OP is eq ne in nin gt gte lt lte between")
+    s.add_argument("--allow-unfiltered-fallback", action="store_true",
+                   help="when filters match nothing, search without them (the answer says so)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_search)
+
+    s = sub.add_parser("eval", help="evaluate retrieval on a BEIR or page-level PDF dataset")
+    s.add_argument("dataset", metavar="DATASET_DIR")
+    s.add_argument("--split", default="dev")
+    s.add_argument("--mode", default="bm25", choices=["auto", "hybrid", "vector", "bm25", "lexical", "economy"])
+    s.add_argument("--limit", type=int, default=None, help="evaluate only the first N queries")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_eval)
+
+    for name, helptext in (("serve", "run the REST API"), ("demo", "build, ingest and serve the demo corpus")):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("--host", default="127.0.0.1")
+        s.add_argument("--port", type=int, default=8000)
+        s.add_argument("--engine", default="local", choices=["local"], help="serving engine")
+        if name == "demo":
+            s.add_argument("--no-serve", action="store_true", help="build and ingest, then exit")
+        s.set_defaults(func=cmd_demo if name == "demo" else cmd_serve)
+
+    s = sub.add_parser("libraries", help="list, create or delete libraries")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--create", metavar="NAME")
+    g.add_argument("--delete", metavar="NAME")
+    s.set_defaults(func=cmd_libraries)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

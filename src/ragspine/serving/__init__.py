@@ -1,0 +1,1 @@
+"""Serving: the FastAPI app (:func:`ragspine.serving.app.create_app`)."""

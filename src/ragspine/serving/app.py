@@ -1,0 +1,312 @@
+"""The REST API: the one definition of ragspine's HTTP interface.
+
+``create_app(settings)`` builds it; ``ragspine serve`` runs it with uvicorn, and the Ray Serve
+ingress wraps the same app. Every error is ``application/problem+json`` (RFC 9457) with a
+stable ``type``; no stack trace ever reaches a client.
+"""
+
+
+import asyncio
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, Response
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ragspine import __version__
+from ragspine.config import Settings
+from ragspine.engine import Engine
+from ragspine.errors import (
+    EmptyPDFError,
+    InvalidRequestError,
+    NotFoundError,
+    OversizeError,
+    RagspineError,
+)
+from ragspine.indexing.pdf import sniff_pdf
+from ragspine.indexing.pipeline import parse_metadata
+from ragspine.retrieval.search import SearchRequest
+from ragspine.serving.auth import Auth, Principal
+from ragspine.serving.jobs import Job, JobRunner
+from ragspine.serving.metrics import Metrics
+
+logger = logging.getLogger(__name__)
+
+PROBLEM = "application/problem+json"
+_UPLOAD_CHUNK = 1 << 20
+
+
+def problem(status: int, type_: str, title: str, detail: str) -> JSONResponse:
+    return JSONResponse(
+        {"type": f"/problems/{type_}", "title": title, "status": status, "detail": detail},
+        status_code=status,
+        media_type=PROBLEM,
+    )
+
+
+class CreateLibrary(BaseModel):
+    model_config = {"extra": "forbid"}
+    name: str = Field(description="1-63 lowercase letters, digits, '-' or '_'")
+
+
+def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
+    """Build the app. Pass ``engine`` to share one (tests, Ray ingress); else one is opened."""
+    eng = engine if engine is not None else Engine(settings)
+    jobs = JobRunner(settings.ingest_workers)
+    metrics = Metrics()
+    auth = Auth(settings.api_key_map())
+    upload_dir = Path(settings.data_dir) / "uploads"
+    upload_dir.mkdir(parents=True, exist_ok=True)
+    for stale in upload_dir.glob("*.pdf.part"):  # left by a crash: never kept
+        stale.unlink(missing_ok=True)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        jobs.shutdown()
+        if engine is None:
+            eng.close()
+
+    app = FastAPI(
+        title="ragspine",
+        version=__version__,
+        description="Multimodal retrieval for chart-heavy PDF reports: ranked pages and passages "
+        "with citations (document, 1-based page, bbox in PDF points, chunk).",
+        lifespan=lifespan,
+    )
+    app.state.engine = eng
+    app.state.jobs = jobs
+    app.state.metrics = metrics
+
+    # -- errors -------------------------------------------------------------------------------
+
+    @app.exception_handler(RagspineError)
+    async def _ragspine_error(_: Request, exc: RagspineError) -> JSONResponse:
+        if exc.status >= 500:
+            logger.error("request failed: %s", exc.type)
+        return problem(exc.status, exc.type, exc.title, exc.detail)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errs = exc.errors()
+        parts = []
+        for e in errs[:3]:
+            loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("body",))
+            parts.append(f"{loc or 'request'}: {e.get('msg')}")
+        return problem(422, "invalid-request", "Invalid request", "; ".join(parts))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        titles = {400: "Bad request", 401: "Unauthorized", 403: "Forbidden", 404: "Not found",
+                  405: "Method not allowed"}
+        kinds = {400: "bad-request", 401: "unauthorized", 403: "forbidden", 404: "not-found",
+                 405: "method-not-allowed"}
+        resp = problem(exc.status_code, kinds.get(exc.status_code, "http-error"),
+                       titles.get(exc.status_code, "HTTP error"), str(exc.detail))
+        if exc.status_code == 401:
+            resp.headers["WWW-Authenticate"] = "Bearer"
+        return resp
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unexpected error")
+        return problem(500, "internal-error", "Internal error",
+                       "the server hit an unexpected error; it has been logged")
+
+    @app.middleware("http")
+    async def _measure(request: Request, call_next: Any) -> Response:
+        t0 = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            route = request.scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            metrics.observe(request.method, path, status, time.perf_counter() - t0)
+
+    # -- health -------------------------------------------------------------------------------
+
+    @app.get("/healthz", tags=["health"])
+    def healthz() -> dict[str, str]:
+        """The process is alive."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    def readyz() -> JSONResponse:
+        """The store answers and the configured models are loaded."""
+        checks: dict[str, str] = {}
+        ok = True
+        try:
+            eng.list_libraries()
+            checks["store"] = "ok"
+        except Exception as exc:  # readiness reports, never raises
+            ok = False
+            checks["store"] = f"unavailable: {type(exc).__name__}"
+        checks["models"] = "none configured (CPU path: BM25 + RRF)"
+        return JSONResponse({"status": "ready" if ok else "not ready", "checks": checks},
+                            status_code=200 if ok else 503)
+
+    @app.get("/metrics", tags=["health"], include_in_schema=False)
+    def metrics_route() -> Response:
+        body, ctype = metrics.render()
+        return Response(body, media_type=ctype)
+
+    # -- libraries ----------------------------------------------------------------------------
+
+    Who = Annotated[Principal, Depends(auth)]
+
+    @app.post("/v1/libraries", status_code=201, tags=["libraries"])
+    def create_library(body: CreateLibrary, who: Who) -> dict[str, Any]:
+        who.require(body.name)
+        rec = eng.create_library(body.name)
+        return {"name": rec.name, "created_at": rec.created_at, "encoders": rec.encoders}
+
+    @app.get("/v1/libraries", tags=["libraries"])
+    def list_libraries(who: Who) -> dict[str, Any]:
+        out = []
+        for name in eng.list_libraries():
+            if not who.allows(name):
+                continue
+            docs = eng.documents(name)
+            out.append({"name": name, "documents": len(docs),
+                        "pages": sum(d["pages_indexed"] or 0 for d in docs)})
+        return {"libraries": out}
+
+    @app.delete("/v1/libraries/{lib}", status_code=204, tags=["libraries"])
+    def delete_library(lib: str, who: Who) -> Response:
+        who.require(lib)
+        eng.delete_library(lib)
+        return Response(status_code=204)
+
+    # -- documents ----------------------------------------------------------------------------
+
+    @app.post("/v1/libraries/{lib}/documents", status_code=202, tags=["documents"])
+    async def upload_document(
+        lib: str,
+        request: Request,
+        who: Who,
+        file: Annotated[UploadFile, File(description="the PDF")],
+        metadata: Annotated[str | None, Form(description="JSON object: doc_id, title, entity, "
+                            "period, topic, geography, language, sensitivity, page_sensitivity, custom fields")] = None,
+        wait: Annotated[bool, Query(description="answer when the ingest is done")] = False,
+    ) -> JSONResponse:
+        who.require(lib)
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > settings.max_upload_bytes + 65536:
+            raise OversizeError(_too_big(int(declared), settings.max_upload_bytes))
+        try:
+            raw_meta = json.loads(metadata) if metadata else {}
+        except json.JSONDecodeError as exc:
+            raise InvalidRequestError(f"metadata is not valid JSON: {exc.msg} at position {exc.pos}") from None
+        meta = parse_metadata(raw_meta)
+        await asyncio.to_thread(eng.library, lib)  # 404 / 409 before reading the body
+        tmp = await _spool(file, upload_dir, settings.max_upload_bytes)
+        try:
+            with open(tmp, "rb") as fh:
+                sniff_pdf(fh.read(1024))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+        def work(job: Job) -> dict[str, Any]:
+            def progress(done: int, total: int) -> None:
+                job.pages_done, job.pages_total = done, total
+
+            result = eng.ingest(lib, tmp, meta, filename=file.filename, progress=progress)
+            metrics.ingested(result.pages_indexed, len(result.pages_dropped))
+            return result.to_json()
+
+        job = jobs.submit(lib, file.filename, work, cleanup=lambda: tmp.unlink(missing_ok=True))
+        if wait:
+            await asyncio.to_thread(job.done.wait)
+            if job.state == "failed" and job.error:
+                e = job.error
+                return problem(e["status"], e["type"], e["title"], e["detail"])
+            return JSONResponse(job.to_json(), status_code=201)
+        return JSONResponse(job.to_json(), status_code=202,
+                            headers={"Location": f"/v1/jobs/{job.id}"})
+
+    @app.get("/v1/jobs/{job_id}", tags=["documents"])
+    def get_job(job_id: str, who: Who) -> dict[str, Any]:
+        job = jobs.get(job_id)
+        if job is None or not who.allows(job.library):
+            raise NotFoundError(f"no job '{job_id}'")
+        return job.to_json()
+
+    @app.get("/v1/libraries/{lib}/documents", tags=["documents"])
+    def list_documents(lib: str, who: Who) -> dict[str, Any]:
+        who.require(lib)
+        return {"documents": eng.documents(lib)}
+
+    @app.get("/v1/libraries/{lib}/documents/{doc_id}", tags=["documents"])
+    def get_document(lib: str, doc_id: str, who: Who) -> dict[str, Any]:
+        who.require(lib)
+        return eng.document(lib, doc_id)
+
+    @app.delete("/v1/libraries/{lib}/documents/{doc_id}", status_code=204, tags=["documents"])
+    def delete_document(lib: str, doc_id: str, who: Who) -> Response:
+        who.require(lib)
+        eng.delete_document(lib, doc_id)
+        return Response(status_code=204)
+
+    @app.get("/v1/libraries/{lib}/documents/{doc_id}/pages/{n}/thumbnail", tags=["documents"],
+             response_class=FileResponse)
+    def thumbnail(lib: str, doc_id: str, n: int, who: Who) -> FileResponse:
+        who.require(lib)
+        path = eng.thumbnail(lib, doc_id, n)
+        return FileResponse(path, media_type="image/png",
+                            headers={"Cache-Control": "private, max-age=300"})
+
+    # -- search -------------------------------------------------------------------------------
+
+    @app.post("/v1/search", tags=["search"])
+    def search(body: SearchRequest, who: Who) -> dict[str, Any]:
+        for lib in body.libraries:
+            who.require(lib)
+        res = eng.search(body)
+        for reason in res.degraded_reasons:
+            metrics.degraded(reason.split(":", 1)[0])
+        out = res.to_json()
+        for h in out["hits"]:
+            h["thumbnail_url"] = (f"/v1/libraries/{h['library_id']}/documents/{h['doc_id']}"
+                                  f"/pages/{h['page']}/thumbnail")
+        return out
+
+    return app
+
+
+def _too_big(size: int, limit: int) -> str:
+    return f"the upload is {size} bytes; the limit is {limit} bytes (RAGSPINE_MAX_UPLOAD_BYTES)"
+
+
+async def _spool(file: UploadFile, folder: Path, limit: int) -> Path:
+    """Copy the upload to a private temp file, refusing it as soon as it passes ``limit``."""
+    fd, name = tempfile.mkstemp(dir=folder, suffix=".pdf.part")
+    path = Path(name)
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while chunk := await file.read(_UPLOAD_CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise OversizeError(_too_big(size, limit) + " (stopped reading)")
+                out.write(chunk)
+        if size == 0:
+            raise EmptyPDFError("the uploaded file is empty (0 bytes)")
+        return path
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+

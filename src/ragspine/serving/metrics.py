@@ -1,0 +1,43 @@
+"""Prometheus metrics of one app instance (its own registry, so several apps can coexist)."""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "ragspine_requests_total", "HTTP requests by route template, method and status",
+            ["route", "method", "status"], registry=self.registry,
+        )
+        self.latency = Histogram(
+            "ragspine_request_seconds", "HTTP request latency by route template",
+            ["route", "method"], registry=self.registry,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.pages_ingested = Counter(
+            "ragspine_pages_ingested_total", "Pages indexed", registry=self.registry
+        )
+        self.pages_dropped = Counter(
+            "ragspine_pages_dropped_total", "Pages dropped by the RESTRICTED policy", registry=self.registry
+        )
+        self.degraded_answers = Counter(
+            "ragspine_degraded_answers_total", "Search answers marked degraded, by reason",
+            ["reason"], registry=self.registry,
+        )
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(route, method, str(status)).inc()
+        self.latency.labels(route, method).observe(seconds)
+
+    def ingested(self, pages: int, dropped: int) -> None:
+        self.pages_ingested.inc(pages)
+        self.pages_dropped.inc(dropped)
+
+    def degraded(self, reason: str) -> None:
+        self.degraded_answers.labels(reason).inc()
+
+    def render(self) -> tuple[bytes, str]:
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
