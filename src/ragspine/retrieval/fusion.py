@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from typing import TypeVar
 
@@ -27,14 +28,17 @@ def rrf(
         weights = [1.0] * len(rankings)
     if len(weights) != len(rankings):
         raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
-    scores: dict[K, float] = {}
+    # Contributions are summed with math.fsum (exactly rounded, so independent of the order of
+    # the rankings): equal sums of equal terms tie exactly and the id decides.
+    parts: dict[K, list[float]] = {}
     for ranking, w in zip(rankings, weights):
         seen: set[K] = set()
         for rank, item in enumerate(ranking, start=1):
             if item in seen:
                 continue
             seen.add(item)
-            scores[item] = scores.get(item, 0.0) + w / (k + rank)
+            parts.setdefault(item, []).append(w / (k + rank))
+    scores = {item: math.fsum(ps) for item, ps in parts.items()}
     return sorted(scores.items(), key=lambda kv: (-kv[1], _sort_key(kv[0])))
 
 

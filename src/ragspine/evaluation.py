@@ -1,0 +1,366 @@
+"""Retrieval quality on a labelled dataset: nDCG@10, Recall@10/100 and MRR@10 with ranx.
+
+Two dataset layouts are recognised from the folder's content:
+
+``pdf`` (page-level, e.g. ``mmlongbench_dev``)
+    ``documents/*.pdf``, ``queries.jsonl`` and ``qrels/<split>.tsv`` whose corpus ids are
+    ``<pdf file name>#p<1-based page>``. Every PDF goes through the real
+    :meth:`Engine.ingest <ragspine.engine.Engine.ingest>` (parse, policy, chunks, thumbnails,
+    BM25, store), and each hit counts as the page it cites. Queries without judgments are
+    left out of the metrics (they exist to test abstention) and counted as ``unjudged``.
+
+``beir`` (text)
+    ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id``, ``text``) and
+    ``qrels/<split>.tsv``. Each corpus document becomes a one-page document through
+    :meth:`Indexer.ingest_text <ragspine.indexing.pipeline.Indexer.ingest_text>` (same policy,
+    chunking, BM25 and versioned write as a PDF, without the PDF), indexed as
+    ``title + "\\n\\n" + text`` when it has a title (``with_title``).
+
+Qrels files have a ``query-id corpus-id score`` header line; a score above 0 is relevant and
+graded scores are gains for nDCG. When ``qrels/<split>.tsv`` does not exist but the folder has
+exactly one qrels file, that one is used and the result names it under ``split`` (the text
+sets ship a single ``test.tsv``).
+
+Everything is indexed into a fresh temporary data dir that is deleted afterwards, so the
+user's libraries are never touched; with a Qdrant server configured (``RAGSPINE_QDRANT_URL``)
+a uniquely named library is created on it and dropped afterwards. Pass ``keep_dir`` to keep
+the index (embedded store only).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import tempfile
+import time
+import unicodedata
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragspine.config import Settings
+from ragspine.errors import DocumentError, InvalidRequestError, MissingExtraError
+from ragspine.retrieval.search import MODES
+from ragspine.retrieval.tokenizer import tokenize
+
+logger = logging.getLogger(__name__)
+
+METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+_DOC_ID_BAD = re.compile(r"[^A-Za-z0-9._-]")
+_DOC_ID_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@dataclass
+class Dataset:
+    name: str
+    layout: str  # "beir" or "pdf"
+    root: Path
+    split: str
+    queries: dict[str, str]  # in file order
+    qrels: dict[str, dict[str, int]]  # relevant judgments only (score > 0)
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def detect_layout(root: Path) -> str:
+    if (root / "documents").is_dir() and any((root / "documents").glob("*.pdf")):
+        return "pdf"
+    if (root / "corpus.jsonl").is_file():
+        return "beir"
+    raise InvalidRequestError(
+        f"{root} is not an evaluation dataset: expected corpus.jsonl (BEIR text layout) or "
+        "documents/*.pdf (page-level PDF layout), with queries.jsonl and qrels/<split>.tsv"
+    )
+
+
+def qrels_file(root: Path, split: str) -> tuple[Path, str]:
+    path = root / "qrels" / f"{split}.tsv"
+    if path.is_file():
+        return path, split
+    have = sorted((root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
+    if len(have) == 1:
+        logger.warning("no qrels/%s.tsv in %s; using the only split there, %s", split, root, have[0].stem)
+        return have[0], have[0].stem
+    names = ", ".join(p.stem for p in have) or "none"
+    raise InvalidRequestError(f"no qrels/{split}.tsv in {root} (splits there: {names})")
+
+
+def load_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """``query-id → {corpus-id: grade}`` for every judgment with a grade above 0."""
+    out: dict[str, dict[str, int]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            parts = line.rstrip("\r\n").split("\t")
+            if not line.strip():
+                continue
+            if n == 1 and parts[0].strip().lower() in ("query-id", "query_id", "qid"):
+                continue  # header
+            if len(parts) < 3:
+                raise InvalidRequestError(f"{path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score'")
+            qid, cid, score = parts[0].strip(), parts[1].strip(), parts[2].strip()
+            try:
+                grade = int(float(score))
+            except ValueError:
+                raise InvalidRequestError(f"{path}:{n}: score {score!r} is not a number") from None
+            if grade > 0:
+                out.setdefault(qid, {})[cid] = grade
+    return out
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidRequestError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
+
+
+def load_dataset(root: Path, split: str = "dev") -> Dataset:
+    root = Path(root)
+    if not root.is_dir():
+        raise InvalidRequestError(f"no such dataset folder: {root}")
+    layout = detect_layout(root)
+    if not (root / "queries.jsonl").is_file():
+        raise InvalidRequestError(f"{root} has no queries.jsonl")
+    path, used = qrels_file(root, split)
+    queries = {str(q["_id"]): str(q.get("text", "")) for q in _jsonl(root / "queries.jsonl")}
+    qrels = load_qrels(path)
+    unknown = [q for q in qrels if q not in queries]
+    if unknown:
+        raise InvalidRequestError(
+            f"{path} judges {len(unknown)} queries missing from queries.jsonl (e.g. {unknown[0]!r})"
+        )
+    return Dataset(root.name, layout, root, used, queries, qrels)
+
+
+# -- indexing ----------------------------------------------------------------------------------
+
+
+def _safe_doc_id(wanted: str, taken: set[str]) -> str:
+    """``wanted`` if it is a valid, unused doc id, else a slug of it made unique."""
+    if _DOC_ID_OK.match(wanted) and ".." not in wanted and wanted not in taken:
+        return wanted
+    slug = _DOC_ID_BAD.sub("-", wanted).replace("..", "-").strip("-._")[:100] or "doc"
+    if not slug[0].isalnum():
+        slug = "d" + slug
+    cand, n = slug, 1
+    while cand in taken:
+        n += 1
+        cand = f"{slug}-{n}"
+    return cand
+
+
+def _bar(total: int, desc: str, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="doc" if desc == "ingest" else "q", leave=False)
+
+
+def _ingest_beir(
+    engine: Any, library: str, ds: Dataset, with_title: bool, progress: bool
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """Index the corpus; returns ``doc_id → corpus id`` and counts."""
+    docs = list(_jsonl(ds.root / "corpus.jsonl"))
+    to_corpus: dict[str, str] = {}
+    empty = dropped = 0
+    bar = _bar(len(docs), "ingest", progress)
+    for d in docs:
+        cid = str(d["_id"])
+        title = str(d.get("title") or "").strip()
+        body = str(d.get("text") or "")
+        text = f"{title}\n\n{body}" if with_title and title else body
+        doc_id = _safe_doc_id(cid, set(to_corpus))
+        if not text.strip():
+            empty += 1
+        else:
+            res = engine.indexer.ingest_text(library, doc_id, text, title=title or None)
+            if res.status == "dropped_by_policy":
+                dropped += 1
+            else:
+                to_corpus[doc_id] = cid
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return to_corpus, {"documents": len(docs), "documents_empty": empty, "documents_dropped": dropped}
+
+
+def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool) -> tuple[dict[str, str], dict[str, Any]]:
+    """Ingest every PDF; returns ``doc_id → pdf file name`` and counts."""
+    files = sorted((ds.root / "documents").glob("*.pdf"))
+    to_file: dict[str, str] = {}
+    pages = indexed = 0
+    failed: list[str] = []
+    bar = _bar(len(files), "ingest", progress)
+    for f in files:
+        doc_id = _safe_doc_id(f.stem, set(to_file))
+        try:
+            res = engine.ingest(library, f, {"doc_id": doc_id})
+        except DocumentError as exc:
+            logger.warning("%s was not indexed: %s", f.name, exc.detail)
+            failed.append(f.name)
+        else:
+            to_file[doc_id] = f.name
+            pages += res.pages_total
+            indexed += res.pages_indexed
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return to_file, {
+        "documents": len(files), "documents_failed": failed, "pages": pages, "pages_indexed": indexed,
+    }
+
+
+@contextmanager
+def _workspace(settings: Settings, name: str, keep_dir: Path | None) -> Iterator[tuple[Any, str]]:
+    """An engine on a fresh data dir and a new library in it; both go away afterwards."""
+    from ragspine.engine import Engine
+
+    tmp = None
+    if keep_dir is None:
+        tmp = Path(tempfile.mkdtemp(prefix="ragspine-eval-"))
+        data_dir = tmp
+    else:
+        data_dir = Path(keep_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")[:40] or "dataset"
+    library = f"eval-{slug}-{uuid.uuid4().hex[:8]}"
+    engine = Engine(settings.model_copy(update={"data_dir": data_dir}))
+    created = False
+    try:
+        engine.create_library(library)
+        created = True
+        yield engine, library
+    finally:
+        try:
+            if created and keep_dir is None:
+                engine.delete_library(library)
+        except Exception:
+            logger.exception("could not drop evaluation library %s", library)
+        engine.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- searching ---------------------------------------------------------------------------------
+
+
+def clean_query(text: str, max_chars: int) -> str:
+    """A query the API accepts: control characters become spaces, over-long text is cut."""
+    text = "".join(" " if unicodedata.category(c) == "Cc" and c not in "\t\n\r" else c for c in text)
+    return text.replace("\ufffd", " ")[:max_chars]
+
+
+def _ranx() -> Any:
+    try:
+        import ranx
+    except ImportError:
+        raise MissingExtraError("ranx", "eval", "ragspine eval") from None
+    return ranx
+
+
+def evaluate(
+    settings: Settings,
+    dataset_dir: Path,
+    split: str = "dev",
+    mode: str = "bm25",
+    top_k: int = 100,
+    progress: bool = False,
+    limit_queries: int | None = None,
+    *,
+    with_title: bool = True,
+    reweight: bool = True,
+    keep_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Index a dataset into a fresh library, run every judged query, and score the rankings.
+
+    ``top_k`` hits are kept per query (Recall@100 needs 100). ``limit_queries`` keeps the
+    first N judged queries in file order. ``with_title`` indexes BEIR titles with the text.
+    ``reweight`` rebuilds the BM25 vectors with the final average lengths once everything is
+    in (the engine re-weights only when they drift by more than 20%), so the figures measure
+    the ranking function, not the order documents arrived in. Returns the metrics plus
+    ``dataset``, ``layout``, ``split``, ``mode``, ``queries`` (judged queries scored),
+    ``ingest_seconds``, ``search_ms_per_query`` and the counts of what was indexed
+    (``documents``; ``pages`` for PDF sets).
+    """
+    ranx = _ranx()
+    if mode not in MODES:
+        raise InvalidRequestError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    if limit_queries is not None and limit_queries < 1:
+        raise InvalidRequestError(f"limit_queries must be at least 1, got {limit_queries}")
+    ds = load_dataset(Path(dataset_dir), split)
+    judged = [q for q in ds.queries if q in ds.qrels]
+    unjudged = len(ds.queries) - len(judged)
+    if limit_queries is not None:
+        judged = judged[:limit_queries]
+    if not judged:
+        raise InvalidRequestError(f"{ds.root} has no judged queries in split '{ds.split}'")
+
+    with _workspace(settings, ds.name, keep_dir) as (engine, library):
+        # Refuse a bad mode or top_k now, before spending minutes on indexing.
+        engine.search({"query": "probe", "libraries": [library], "mode": mode, "top_k": top_k})
+        t0 = time.perf_counter()
+        if ds.layout == "pdf":
+            names, counts = _ingest_pdfs(engine, library, ds, progress)
+        else:
+            names, counts = _ingest_beir(engine, library, ds, with_title, progress)
+        if reweight:
+            engine.indexer.reweight(library)
+        ingest_seconds = time.perf_counter() - t0
+
+        max_chars = engine.settings.max_query_chars
+        run: dict[str, dict[str, float]] = {}
+        empty = 0
+        bar = _bar(len(judged), "search", progress)
+        t1 = time.perf_counter()
+        for qid in judged:
+            query = clean_query(ds.queries[qid], max_chars)
+            ranked: dict[str, float] = {}
+            if not tokenize(query):
+                empty += 1
+            else:
+                resp = engine.search({"query": query, "libraries": [library], "mode": mode, "top_k": top_k})
+                for i, h in enumerate(resp.hits):
+                    name = names.get(h.doc_id)
+                    if name is None:
+                        continue
+                    cid = f"{name}#p{h.page}" if ds.layout == "pdf" else name
+                    # Scores strictly decreasing with rank: ranx keeps the engine's order.
+                    ranked.setdefault(cid, float(top_k - i))
+            run[qid] = ranked
+            if bar is not None:
+                bar.update()
+        search_seconds = time.perf_counter() - t1
+        if bar is not None:
+            bar.close()
+
+    qrels = ranx.Qrels({q: dict(ds.qrels[q]) for q in judged})
+    scores = ranx.evaluate(qrels, ranx.Run(run), list(METRICS), make_comparable=True)
+    out: dict[str, Any] = {
+        "dataset": ds.name,
+        "layout": ds.layout,
+        "split": ds.split,
+        "mode": mode,
+        **{m: float(scores[m]) for m in METRICS},
+        "queries": len(judged),
+        "queries_unjudged": unjudged,
+        "queries_without_tokens": empty,
+        "ingest_seconds": round(ingest_seconds, 3),
+        "search_ms_per_query": round(1000 * search_seconds / len(judged), 3),
+        **counts,
+    }
+    if ds.layout == "beir":
+        out["with_title"] = with_title
+    return out

@@ -1,0 +1,57 @@
+"""Shared fixtures: settings and engines on a fresh data dir, and the test-PDF helpers.
+
+Default tests are fast and offline: no network, no model weights, no cluster. The embedded
+Qdrant Edge store lives under pytest's ``tmp_path``; the server backend runs against
+``QdrantClient(":memory:")``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# ``import pdfs`` from any test module, whatever pytest's import mode.
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in sys.path:
+    sys.path.insert(0, _TESTS)
+
+from ragspine.config import Settings  # noqa: E402
+from ragspine.engine import Engine  # noqa: E402
+
+#: Environment variables that would change Settings behind a test's back.
+_ENV_PREFIX = "RAGSPINE_"
+
+
+@pytest.fixture(autouse=True)
+def _no_ragspine_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings are read from RAGSPINE_* variables; tests state every setting they rely on."""
+    import os
+
+    for k in list(os.environ):
+        if k.startswith(_ENV_PREFIX):
+            monkeypatch.delenv(k, raising=False)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def settings(data_dir: Path) -> Settings:
+    return Settings(data_dir=data_dir)
+
+
+@pytest.fixture
+def engine(settings: Settings) -> Iterator[Engine]:
+    """An engine on the embedded Qdrant Edge store in a fresh data dir."""
+    eng = Engine(settings)
+    try:
+        yield eng
+    finally:
+        eng.close()

@@ -1,0 +1,406 @@
+"""One behavioural suite for every Store backend (Qdrant Edge and the Qdrant server API).
+
+The same tests run against ``EdgeStore`` (embedded, on disk) and ``ServerStore`` over
+``QdrantClient(":memory:")``; a backend that behaves differently fails here, not in production.
+Expected values are worked out in the test from the data it wrote.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragspine.errors import LibraryNotFoundError, StoreError
+from ragspine.retrieval.bm25 import SparseVector
+from ragspine.retrieval.predicates import parse_predicate
+from ragspine.store import Store
+from ragspine.store.base import (
+    KIND_CHUNK,
+    KIND_DOC,
+    SPARSE_CHUNK,
+    SPARSE_PAGE,
+    CollectionSpec,
+    PointData,
+    Where,
+    bool_mirror,
+)
+from ragspine.store.edge import EdgeStore
+from ragspine.store.server import ServerStore
+
+pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+
+BACKENDS = ["edge", "server"]
+
+
+def make_store(kind: str, root: Path) -> Store:
+    if kind == "edge":
+        return EdgeStore(root)
+    return ServerStore.from_url(":memory:")
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    s = make_store(request.param, tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def pid(i: int) -> str:
+    return str(uuid.UUID(int=i + 1))
+
+
+def sv(pairs: dict[int, float]) -> SparseVector:
+    idx = sorted(pairs)
+    return SparseVector(idx, [pairs[i] for i in idx])
+
+
+#: Every point of the predicate corpus carries this term, so a search for it returns all of
+#: them and the filter alone decides what comes back.
+COMMON = 7
+REGIONS = ["north", "south", "east"]
+
+
+def corpus_row(i: int) -> dict[str, Any]:
+    meta = {
+        "year": 2015 + i,  # int
+        "region": REGIONS[i % 3],  # str
+        "ratio": i * 0.5,  # float: 0.0, 0.5, ..., 3.5
+        "audited": i % 2 == 0,  # bool, matched through the keyword mirror
+    }
+    return {"kind": KIND_CHUNK, "doc_id": f"d{i}", "page": i + 1, "meta": meta, "metab": bool_mirror(meta)}
+
+
+N_CORPUS = 8
+
+
+def fill_corpus(store: Store) -> Store:
+    store.create_collection("lib", CollectionSpec())
+    pts = [PointData(pid(i), corpus_row(i), {SPARSE_CHUNK: sv({COMMON: 1.0, 100 + i: 1.0})}) for i in range(N_CORPUS)]
+    # Points without vectors (manifest entries) must never show up in a vector search.
+    pts += [PointData(pid(1000 + i), {"kind": KIND_DOC, "doc_id": f"d{i}"}) for i in range(3)]
+    store.upsert("lib", pts)
+    return store
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """The predicate corpus, built once per backend; tests using it only read."""
+    s = make_store(request.param, tmp_path_factory.mktemp("corpus"))
+    try:
+        yield fill_corpus(s)
+    finally:
+        s.close()
+
+
+# -- collections ----------------------------------------------------------------------------
+
+
+def test_create_list_has_drop(store: Store) -> None:
+    assert store.list_collections() == []
+    assert not store.has_collection("alpha")
+    store.create_collection("beta", CollectionSpec())
+    store.create_collection("alpha", CollectionSpec())
+    assert store.has_collection("alpha") and store.has_collection("beta")
+    assert store.list_collections() == ["alpha", "beta"]
+    with pytest.raises(StoreError):
+        store.create_collection("alpha", CollectionSpec())
+    store.drop_collection("alpha")
+    assert not store.has_collection("alpha")
+    assert store.list_collections() == ["beta"]
+    with pytest.raises(LibraryNotFoundError):
+        store.drop_collection("alpha")
+
+
+def test_dropped_collection_is_empty_when_recreated(store: Store) -> None:
+    store.create_collection("lib", CollectionSpec())
+    store.upsert("lib", [PointData(pid(1), {"kind": KIND_DOC, "doc_id": "x"})])
+    store.drop_collection("lib")
+    store.create_collection("lib", CollectionSpec())
+    assert store.count("lib", Where()) == 0
+    assert store.retrieve("lib", [pid(1)]) == []
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.upsert("nope", [PointData(pid(1), {"a": 1})]),
+        lambda s: s.retrieve("nope", [pid(1)]),
+        lambda s: s.scroll("nope", Where()),
+        lambda s: s.count("nope", Where()),
+        lambda s: s.search_sparse("nope", SPARSE_CHUNK, sv({1: 1.0}), Where(), 5),
+        lambda s: s.set_payload("nope", Where(doc_id="x"), {"a": 1}),
+        lambda s: s.delete("nope", Where(doc_id="x")),
+        lambda s: s.update_sparse("nope", SPARSE_CHUNK, [(pid(1), sv({1: 1.0}))]),
+        lambda s: s.drop_collection("nope"),
+    ],
+    ids=["upsert", "retrieve", "scroll", "count", "search", "set_payload", "delete", "update_sparse", "drop"],
+)
+def test_unknown_library_raises(store: Store, call: Callable[[Store], Any]) -> None:
+    store.create_collection("other", CollectionSpec())
+    with pytest.raises(LibraryNotFoundError):
+        call(store)
+
+
+# -- points ---------------------------------------------------------------------------------
+
+
+def test_upsert_retrieve_overwrite(store: Store) -> None:
+    store.create_collection("lib", CollectionSpec())
+    store.upsert(
+        "lib",
+        [
+            PointData(pid(1), {"kind": KIND_DOC, "doc_id": "a", "nested": {"x": [1, 2]}, "title": "标题"}),
+            PointData(pid(2), {"kind": KIND_CHUNK, "doc_id": "b"}, {SPARSE_CHUNK: sv({3: 0.5})}),
+        ],
+    )
+    got = {r.id: r.payload for r in store.retrieve("lib", [pid(1), pid(2), pid(99)])}
+    assert got == {
+        pid(1): {"kind": KIND_DOC, "doc_id": "a", "nested": {"x": [1, 2]}, "title": "标题"},
+        pid(2): {"kind": KIND_CHUNK, "doc_id": "b"},
+    }
+    # Upsert replaces the whole payload of an existing id.
+    store.upsert("lib", [PointData(pid(1), {"kind": KIND_DOC, "doc_id": "a2"})])
+    assert [r.payload for r in store.retrieve("lib", [pid(1)])] == [{"kind": KIND_DOC, "doc_id": "a2"}]
+    assert store.count("lib", Where()) == 2
+    store.upsert("lib", [])  # a no-op, not an error
+
+
+def test_scroll_crosses_pages_and_count(store: Store) -> None:
+    n = 2345  # more than two scroll pages of 1000
+    store.create_collection("lib", CollectionSpec())
+    pts = [
+        PointData(pid(i), {"kind": KIND_CHUNK if i % 3 else KIND_DOC, "doc_id": f"d{i % 5}", "n": i})
+        for i in range(n)
+    ]
+    for a in range(0, n, 500):
+        store.upsert("lib", pts[a : a + 500])
+    recs = store.scroll("lib", Where())
+    assert len(recs) == n
+    assert sorted(r.payload["n"] for r in recs) == list(range(n))
+    assert {r.id for r in recs} == {pid(i) for i in range(n)}
+    n_chunk = sum(1 for i in range(n) if i % 3)
+    chunks = store.scroll("lib", Where(kind=KIND_CHUNK))
+    assert len(chunks) == n_chunk and all(r.payload["kind"] == KIND_CHUNK for r in chunks)
+    assert store.count("lib", Where()) == n
+    assert store.count("lib", Where(kind=KIND_CHUNK)) == n_chunk
+    assert store.count("lib", Where(kind=KIND_CHUNK, doc_id="d2")) == sum(
+        1 for i in range(n) if i % 3 and i % 5 == 2
+    )
+    # A limit is honoured across pages too.
+    limited = store.scroll("lib", Where(kind=KIND_CHUNK), limit=1234)
+    assert len(limited) == 1234 and len({r.id for r in limited}) == 1234
+
+
+def test_set_payload_by_where_merges(store: Store) -> None:
+    store.create_collection("lib", CollectionSpec())
+    store.upsert(
+        "lib",
+        [
+            PointData(pid(i), {"kind": KIND_CHUNK, "doc_id": "a" if i < 3 else "b", "version": 1 + i % 2, "state": "staged", "keep": i})
+            for i in range(6)
+        ],
+    )
+    store.set_payload("lib", Where(doc_id="a", version=1), {"state": "live"})
+    got = {r.payload["keep"]: r.payload for r in store.scroll("lib", Where())}
+    for i, p in got.items():
+        want_live = i < 3 and 1 + i % 2 == 1
+        assert p["state"] == ("live" if want_live else "staged"), i
+        assert p["keep"] == i and p["kind"] == KIND_CHUNK  # other keys untouched
+    assert store.count("lib", Where(live=True)) == 2  # ids 0 and 2
+    assert store.count("lib", Where(live=False)) == 4
+    with pytest.raises(ValueError):
+        store.set_payload("lib", Where(), {"state": "live"})
+
+
+def test_delete_by_where_and_refuses_empty_filter(store: Store) -> None:
+    store.create_collection("lib", CollectionSpec())
+    store.upsert(
+        "lib",
+        [PointData(pid(i), {"kind": KIND_CHUNK, "doc_id": f"d{i % 2}", "version": i % 3}) for i in range(12)],
+    )
+    with pytest.raises(ValueError):
+        store.delete("lib", Where())
+    assert store.count("lib", Where()) == 12
+    store.delete("lib", Where(doc_id="d0", version=1))
+    left = store.scroll("lib", Where())
+    assert sorted(int(uuid.UUID(r.id)) - 1 for r in left) == [i for i in range(12) if not (i % 2 == 0 and i % 3 == 1)]
+    store.delete("lib", Where(doc_id="d1", not_version=2))
+    left = store.scroll("lib", Where())
+    assert sorted(int(uuid.UUID(r.id)) - 1 for r in left) == [
+        i for i in range(12) if not (i % 2 == 0 and i % 3 == 1) and not (i % 2 == 1 and i % 3 != 2)
+    ]
+    store.delete("lib", Where(doc_id="nothing-matches"))  # no error
+    assert store.count("lib", Where()) == len(left)
+
+
+def test_update_sparse_keeps_payload_and_other_vector(store: Store) -> None:
+    store.create_collection("lib", CollectionSpec())
+    payload = {"kind": KIND_CHUNK, "doc_id": "a", "text": "hello"}
+    store.upsert(
+        "lib",
+        [
+            PointData(pid(1), payload, {SPARSE_CHUNK: sv({10: 1.0}), SPARSE_PAGE: sv({20: 1.0})}),
+            PointData(pid(2), {"kind": KIND_CHUNK, "doc_id": "b"}, {SPARSE_CHUNK: sv({10: 1.0, 11: 1.0})}),
+        ],
+    )
+    store.update_sparse("lib", SPARSE_CHUNK, [(pid(1), sv({12: 2.0}))])
+    assert [r.payload for r in store.retrieve("lib", [pid(1)])] == [payload]
+    # The old term is gone from the updated point, the new one is there.
+    assert [h.id for h in store.search_sparse("lib", SPARSE_CHUNK, sv({10: 1.0}), Where(), 10)] == [pid(2)]
+    assert [h.id for h in store.search_sparse("lib", SPARSE_CHUNK, sv({12: 1.0}), Where(), 10)] == [pid(1)]
+    # The other sparse vector of the point is untouched.
+    assert [h.id for h in store.search_sparse("lib", SPARSE_PAGE, sv({20: 1.0}), Where(), 10)] == [pid(1)]
+    store.update_sparse("lib", SPARSE_CHUNK, [])  # a no-op
+
+
+def test_sparse_search_scores_use_idf_over_points_with_the_vector(store: Store) -> None:
+    """score = sum_t q_t * d_t * ln(1 + (N - n_t + 0.5) / (n_t + 0.5)), N = points having the
+    vector (manifest points without vectors do not count)."""
+    store.create_collection("lib", CollectionSpec())
+    store.upsert(
+        "lib",
+        [
+            PointData(pid(0), {"kind": KIND_CHUNK}, {SPARSE_CHUNK: sv({1: 1.0, 2: 2.0})}),
+            PointData(pid(1), {"kind": KIND_CHUNK}, {SPARSE_CHUNK: sv({1: 1.0, 3: 0.5})}),
+            PointData(pid(2), {"kind": KIND_CHUNK}, {SPARSE_CHUNK: sv({1: 1.0, 3: 1.5})}),
+            PointData(pid(3), {"kind": KIND_CHUNK}, {SPARSE_CHUNK: sv({1: 1.0})}),
+            PointData(pid(4), {"kind": KIND_DOC}),
+            PointData(pid(5), {"kind": KIND_DOC}),
+        ],
+    )
+    n_docs = 4
+
+    def idf(n: int) -> float:
+        return math.log(1 + (n_docs - n + 0.5) / (n + 0.5))
+
+    hits = store.search_sparse("lib", SPARSE_CHUNK, sv({2: 1.0, 3: 2.0}), Where(), 10)
+    want = {pid(0): 2.0 * idf(1), pid(1): 2.0 * 0.5 * idf(2), pid(2): 2.0 * 1.5 * idf(2)}
+    got = {h.id: h.score for h in hits}
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        assert got[k] == pytest.approx(v, rel=1e-5)
+    assert [h.id for h in hits] == sorted(want, key=lambda k: -want[k])  # best first
+    assert hits[0].payload == {"kind": KIND_CHUNK}
+    assert store.search_sparse("lib", SPARSE_CHUNK, SparseVector([], []), Where(), 10) == []
+    assert len(store.search_sparse("lib", SPARSE_CHUNK, sv({1: 1.0}), Where(), 2)) == 2
+
+
+# -- predicates -----------------------------------------------------------------------------
+
+PREDICATE_CASES: list[tuple[dict[str, Any], Callable[[dict[str, Any]], bool]]] = [
+    ({"field": "region", "op": "eq", "value": "south"}, lambda m: m["region"] == "south"),
+    ({"field": "year", "op": "eq", "value": 2018}, lambda m: m["year"] == 2018),
+    ({"field": "region", "op": "ne", "value": "south"}, lambda m: m["region"] != "south"),
+    ({"field": "year", "op": "ne", "value": 2018}, lambda m: m["year"] != 2018),
+    ({"field": "region", "op": "in", "value": ["north", "east"]}, lambda m: m["region"] in ("north", "east")),
+    ({"field": "year", "op": "in", "value": [2015, 2021, 1999]}, lambda m: m["year"] in (2015, 2021)),
+    ({"field": "region", "op": "nin", "value": ["north", "east"]}, lambda m: m["region"] not in ("north", "east")),
+    ({"field": "year", "op": "nin", "value": [2016, 2017]}, lambda m: m["year"] not in (2016, 2017)),
+    ({"field": "year", "op": "gt", "value": 2019}, lambda m: m["year"] > 2019),
+    ({"field": "year", "op": "gte", "value": 2019}, lambda m: m["year"] >= 2019),
+    ({"field": "year", "op": "lt", "value": 2017}, lambda m: m["year"] < 2017),
+    ({"field": "year", "op": "lte", "value": 2017}, lambda m: m["year"] <= 2017),
+    ({"field": "year", "op": "between", "value": [2016, 2018]}, lambda m: 2016 <= m["year"] <= 2018),
+    ({"field": "ratio", "op": "gt", "value": 2.0}, lambda m: m["ratio"] > 2.0),
+    ({"field": "ratio", "op": "gte", "value": 2.0}, lambda m: m["ratio"] >= 2.0),
+    ({"field": "ratio", "op": "lt", "value": 1.0}, lambda m: m["ratio"] < 1.0),
+    ({"field": "ratio", "op": "lte", "value": 1.0}, lambda m: m["ratio"] <= 1.0),
+    ({"field": "ratio", "op": "between", "value": [1.0, 2.5]}, lambda m: 1.0 <= m["ratio"] <= 2.5),
+    ({"field": "ratio", "op": "between", "value": [0.6, 0.9]}, lambda m: False),
+    ({"field": "audited", "op": "eq", "value": True}, lambda m: m["audited"] is True),
+    ({"field": "audited", "op": "eq", "value": False}, lambda m: m["audited"] is False),
+    ({"field": "audited", "op": "ne", "value": True}, lambda m: m["audited"] is not True),
+    ({"field": "audited", "op": "in", "value": [False]}, lambda m: m["audited"] is False),
+    ({"field": "audited", "op": "nin", "value": [False]}, lambda m: m["audited"] is not False),
+    ({"field": "page", "op": "gte", "value": 6}, lambda m: m["_page"] >= 6),
+    ({"field": "doc_id", "op": "in", "value": ["d1", "d4"]}, lambda m: m["_doc_id"] in ("d1", "d4")),
+]
+
+
+def _expected(match: Callable[[dict[str, Any]], bool]) -> set[str]:
+    out = set()
+    for i in range(N_CORPUS):
+        row = corpus_row(i)
+        m = {**row["meta"], "_page": row["page"], "_doc_id": row["doc_id"]}
+        if match(m):
+            out.add(pid(i))
+    return out
+
+
+@pytest.mark.parametrize(
+    "raw,match", PREDICATE_CASES, ids=[f"{r['field']}-{r['op']}-{r['value']}" for r, _ in PREDICATE_CASES]
+)
+def test_search_sparse_predicates(corpus: Store, raw: dict[str, Any], match: Callable[[dict[str, Any]], bool]) -> None:
+    where = Where(kind=KIND_CHUNK, predicates=(parse_predicate(raw),))
+    want = _expected(match)
+    hits = corpus.search_sparse("lib", SPARSE_CHUNK, sv({COMMON: 1.0}), where, 100)
+    assert {h.id for h in hits} == want
+    # Scroll and count compile the same filter.
+    assert {r.id for r in corpus.scroll("lib", where)} == want
+    assert corpus.count("lib", where) == len(want)
+
+
+def test_search_sparse_predicates_combine_with_and(corpus: Store) -> None:
+    preds = (
+        parse_predicate({"field": "year", "op": "gte", "value": 2016}),
+        parse_predicate({"field": "audited", "op": "eq", "value": True}),
+        parse_predicate({"field": "region", "op": "ne", "value": "north"}),
+    )
+    want = _expected(lambda m: m["year"] >= 2016 and m["audited"] and m["region"] != "north")
+    assert want  # the case is not vacuous
+    hits = corpus.search_sparse("lib", SPARSE_CHUNK, sv({COMMON: 1.0}), Where(kind=KIND_CHUNK, predicates=preds), 100)
+    assert {h.id for h in hits} == want
+
+
+def test_search_sparse_system_fields(store: Store) -> None:
+    corpus = fill_corpus(store)
+    corpus.upsert(
+        "lib",
+        [PointData(pid(500 + v), {"kind": KIND_CHUNK, "doc_id": "dv", "version": v, "state": "live" if v == 2 else "staged"},
+                   {SPARSE_CHUNK: sv({COMMON: 1.0})}) for v in (1, 2, 3)],
+    )
+    q = sv({COMMON: 1.0})
+    assert [h.id for h in corpus.search_sparse("lib", SPARSE_CHUNK, q, Where(live=True), 100)] == [pid(502)]
+    assert {h.id for h in corpus.search_sparse("lib", SPARSE_CHUNK, q, Where(doc_id="dv", live=False), 100)} == {pid(501), pid(503)}
+    assert {h.id for h in corpus.search_sparse("lib", SPARSE_CHUNK, q, Where(doc_id="dv", not_version=1), 100)} == {pid(502), pid(503)}
+    assert {h.id for h in corpus.search_sparse("lib", SPARSE_CHUNK, q, Where(doc_id="dv", version=3), 100)} == {pid(503)}
+    assert corpus.search_sparse("lib", SPARSE_CHUNK, q, Where(kind=KIND_DOC), 100) == []
+
+
+# -- persistence (embedded store only) ------------------------------------------------------
+
+
+def test_edge_store_survives_close_and_reopen(tmp_path: Path) -> None:
+    s = EdgeStore(tmp_path)
+    s.create_collection("lib", CollectionSpec())
+    s.create_collection("other", CollectionSpec())
+    pts = [PointData(pid(i), corpus_row(i), {SPARSE_CHUNK: sv({COMMON: 1.0, 100 + i: 1.0})}) for i in range(N_CORPUS)]
+    s.upsert("lib", pts)
+    s.set_payload("lib", Where(doc_id="d3"), {"state": "live"})
+    s.delete("lib", Where(doc_id="d0"))
+    s.update_sparse("lib", SPARSE_CHUNK, [(pid(5), sv({999: 1.0}))])
+    before = {r.id: r.payload for r in s.scroll("lib", Where())}
+    s.close()
+
+    s2 = EdgeStore(tmp_path)
+    try:
+        assert s2.list_collections() == ["lib", "other"]
+        assert {r.id: r.payload for r in s2.scroll("lib", Where())} == before
+        assert s2.count("lib", Where()) == N_CORPUS - 1
+        assert s2.retrieve("lib", [pid(3)])[0].payload["state"] == "live"
+        assert [h.id for h in s2.search_sparse("lib", SPARSE_CHUNK, sv({999: 1.0}), Where(), 10)] == [pid(5)]
+        assert {h.id for h in s2.search_sparse("lib", SPARSE_CHUNK, sv({COMMON: 1.0}), Where(), 10)} == {
+            pid(i) for i in range(1, N_CORPUS) if i != 5
+        }
+        # Writable after reopening.
+        s2.upsert("lib", [PointData(pid(77), {"kind": KIND_DOC})])
+        assert s2.count("lib", Where(kind=KIND_DOC)) == 1
+    finally:
+        s2.close()
