@@ -68,22 +68,41 @@ def draw_page(doc: pymupdf.Document, spec: Page) -> list[pymupdf.Rect]:
         rc = page.insert_textbox(rect, para, fontsize=spec.fontsize, fontname=_fontname(para))
         if rc < 0:
             raise ValueError(f"paragraph does not fit on the page ({rc:.0f} pt short): {para[:40]!r}")
-        used = rect.height - rc
+        # PyMuPDF's leftover height can under-count the box's last line by one: allow two
+        # extra line heights in the rect, and leave a clear gap before the next paragraph so
+        # each paragraph stays its own text block.
+        used = rect.height - rc + spec.fontsize * 2.5
         rects.append(pymupdf.Rect(MARGIN, y, w - MARGIN, y + used))
-        y += used + spec.fontsize * 2  # a blank line between paragraphs: separate text blocks
+        y += used + spec.fontsize * 1.5
     return rects
 
 
-def make_pdf(pages: Sequence[Page | str], *, title: str | None = None) -> bytes:
-    """A PDF with one page per item (a plain string is a one-paragraph page)."""
+def build_pdf(
+    pages: Sequence[Page | str], *, title: str | None = None
+) -> tuple[bytes, list[list[tuple[float, float, float, float]]]]:
+    """A PDF with one page per item (a plain string is a one-paragraph page), and per page
+    the rects (PDF points, origin top-left) where text was drawn: header, paragraphs, footer."""
     doc = pymupdf.open()
+    layout: list[list[tuple[float, float, float, float]]] = []
     for spec in pages:
-        draw_page(doc, spec if isinstance(spec, Page) else Page([spec]))
+        spec = spec if isinstance(spec, Page) else Page([spec])
+        rects = [tuple(r) for r in draw_page(doc, spec)]
+        w, h = spec.size
+        if spec.header:
+            rects.append((MARGIN, HEADER_Y - 12.0, w, HEADER_Y + 4.0))
+        if spec.footer:
+            rects.append((MARGIN, h - FOOTER_FROM_BOTTOM - 12.0, w, h - FOOTER_FROM_BOTTOM + 4.0))
+        layout.append(rects)  # type: ignore[arg-type]
     if title is not None:
         doc.set_metadata({"title": title})
     data = doc.tobytes()
     doc.close()
-    return data
+    return data, layout
+
+
+def make_pdf(pages: Sequence[Page | str], *, title: str | None = None) -> bytes:
+    """A PDF with one page per item (a plain string is a one-paragraph page)."""
+    return build_pdf(pages, title=title)[0]
 
 
 def blank_pdf(n_pages: int = 3) -> bytes:

@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -208,21 +209,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ragspine.errors import LibraryNotFoundError
 
     settings = _settings(args)
-    corpus_dir = Path(settings.data_dir) / "demo-corpus"
-    docs = build_demo_corpus(corpus_dir)
     engine = Engine(settings)
-    try:
+    # The generated PDFs (RESTRICTED pages included) live in a temporary folder only: what
+    # the data dir keeps is what the index build let through.
+    with tempfile.TemporaryDirectory(prefix="ragspine-demo-") as tmp:
         try:
-            engine.library(DEMO_LIBRARY)
-        except LibraryNotFoundError:
-            engine.create_library(DEMO_LIBRARY)
-        for doc in docs:
-            r = engine.ingest(DEMO_LIBRARY, doc.path, doc.metadata)
-            what = (f"{r.status}, {r.pages_indexed} pages" + (f", pages {r.pages_dropped} dropped by policy"
-                    if r.pages_dropped else "")) if r.status != "dropped_by_policy" else "dropped by policy"
-            print(f"demo: {doc.path.name}: {what}", file=sys.stderr)
-    finally:
-        engine.close()
+            try:
+                engine.library(DEMO_LIBRARY)
+            except LibraryNotFoundError:
+                engine.create_library(DEMO_LIBRARY)
+            for doc in build_demo_corpus(Path(tmp)):
+                r = engine.ingest(DEMO_LIBRARY, doc.path, doc.metadata)
+                if r.status == "dropped_by_policy":
+                    what = "dropped by policy (document is RESTRICTED)"
+                else:
+                    what = f"{r.status}, {r.pages_indexed} pages"
+                    if r.pages_dropped:
+                        what += f", pages {r.pages_dropped} dropped by policy"
+                print(f"demo: {doc.path.name}: {what}", file=sys.stderr)
+        finally:
+            engine.close()
     base = f"http://{args.host}:{args.port}"
     print("\nTry these while the server runs:\n")
     for q in demo_queries():

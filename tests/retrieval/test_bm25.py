@@ -8,6 +8,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -201,28 +202,44 @@ def _plain_bm25(corpus_tokens: list[list[str]], query: str) -> dict[int, float]:
     return scores
 
 
-@pytest.fixture(params=["edge", "server"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
-    if request.param == "edge":
+def _open(kind: str, path: Path) -> Any:
+    if kind == "edge":
         from ragspine.store.edge import EdgeStore
 
-        s = EdgeStore(tmp_path)
-    else:
-        from ragspine.store.server import ServerStore
+        return EdgeStore(path)
+    from ragspine.store.server import ServerStore
 
-        s = ServerStore.from_url(":memory:")
+    return ServerStore.from_url(":memory:")
+
+
+@pytest.fixture(params=["edge", "server"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    s = _open(request.param, tmp_path)
     try:
         yield s
     finally:
         s.close()
 
 
-def _load(store: object, name: str, docs: list[str]) -> tuple[list[str], list[list[str]]]:
+@pytest.fixture(scope="module", params=["edge", "server"])
+def loaded(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Any, list[str], list[list[str]]]]:
+    """One store per backend holding CORPUS, shared by the read-only tests."""
+    s = _open(request.param, tmp_path_factory.mktemp(request.param))
+    try:
+        ids, corpus_tokens = _load(s, "lib", CORPUS)
+        yield s, ids, corpus_tokens
+    finally:
+        s.close()
+
+
+def _load(store: Any, name: str, docs: list[str]) -> tuple[list[str], list[list[str]]]:
     corpus_tokens = [tokenize(d) for d in docs]
     avgdl = sum(len(t) for t in corpus_tokens) / len(corpus_tokens)
     ids = [str(uuid.UUID(int=i + 1)) for i in range(len(docs))]
-    store.create_collection(name, CollectionSpec())  # type: ignore[attr-defined]
-    store.upsert(  # type: ignore[attr-defined]
+    store.create_collection(name, CollectionSpec())
+    store.upsert(
         name,
         [
             PointData(
@@ -246,10 +263,10 @@ def test_corpus_queries_have_distinct_scores() -> None:
 
 
 @pytest.mark.parametrize("query", QUERIES)
-def test_store_bm25_matches_plain_okapi_bm25(store: object, query: str) -> None:
-    ids, corpus_tokens = _load(store, "lib", CORPUS)
+def test_store_bm25_matches_plain_okapi_bm25(loaded: Any, query: str) -> None:
+    store, ids, corpus_tokens = loaded
     expected = _plain_bm25(corpus_tokens, query)
-    hits = store.search_sparse("lib", "bm25_chunk", query_vector(query), Where(kind="chunk"), 20)  # type: ignore[attr-defined]
+    hits = store.search_sparse("lib", "bm25_chunk", query_vector(query), Where(kind="chunk"), 20)
 
     got = {h.id: h.score for h in hits}
     assert set(got) == {ids[i] for i in expected}
@@ -260,27 +277,27 @@ def test_store_bm25_matches_plain_okapi_bm25(store: object, query: str) -> None:
     assert all(h.payload["kind"] == "chunk" for h in hits)
 
 
-def test_store_bm25_limit_keeps_the_best(store: object) -> None:
-    ids, corpus_tokens = _load(store, "lib", CORPUS)
+def test_store_bm25_limit_keeps_the_best(loaded: Any) -> None:
+    store, ids, corpus_tokens = loaded
     expected = _plain_bm25(corpus_tokens, "revenue 营收")
     top = [ids[i] for i, _ in sorted(expected.items(), key=lambda kv: -kv[1])][:2]
-    hits = store.search_sparse("lib", "bm25_chunk", query_vector("revenue 营收"), Where(kind="chunk"), 2)  # type: ignore[attr-defined]
+    hits = store.search_sparse("lib", "bm25_chunk", query_vector("revenue 营收"), Where(kind="chunk"), 2)
     assert [h.id for h in hits] == top
 
 
-def test_store_bm25_no_shared_term_gives_no_hits(store: object) -> None:
-    _load(store, "lib", CORPUS)
-    hits = store.search_sparse("lib", "bm25_chunk", query_vector("zebra 斑马"), Where(kind="chunk"), 10)  # type: ignore[attr-defined]
+def test_store_bm25_no_shared_term_gives_no_hits(loaded: Any) -> None:
+    store = loaded[0]
+    hits = store.search_sparse("lib", "bm25_chunk", query_vector("zebra 斑马"), Where(kind="chunk"), 10)
     assert hits == []
 
 
-def test_store_bm25_empty_query_gives_no_hits(store: object) -> None:
-    _load(store, "lib", CORPUS)
-    hits = store.search_sparse("lib", "bm25_chunk", query_vector("!!!"), Where(kind="chunk"), 10)  # type: ignore[attr-defined]
+def test_store_bm25_empty_query_gives_no_hits(loaded: Any) -> None:
+    store = loaded[0]
+    hits = store.search_sparse("lib", "bm25_chunk", query_vector("!!!"), Where(kind="chunk"), 10)
     assert hits == []
 
 
-def test_points_without_the_vector_do_not_change_idf(store: object) -> None:
+def test_points_without_the_vector_do_not_change_idf(store: Any) -> None:
     # A library collection also holds doc/library records (no vectors) and page points (only
     # bm25_page): N in the chunk IDF must count chunks only.
     ids, corpus_tokens = _load(store, "lib", CORPUS)
@@ -295,7 +312,7 @@ def test_points_without_the_vector_do_not_change_idf(store: object) -> None:
         )
         for i in range(3)
     ]
-    store.upsert("lib", other)  # type: ignore[attr-defined]
+    store.upsert("lib", other)
     expected = _plain_bm25(corpus_tokens, "revenue 2021")
-    hits = store.search_sparse("lib", "bm25_chunk", query_vector("revenue 2021"), Where(kind="chunk"), 20)  # type: ignore[attr-defined]
+    hits = store.search_sparse("lib", "bm25_chunk", query_vector("revenue 2021"), Where(kind="chunk"), 20)
     assert {h.id: h.score for h in hits} == pytest.approx({ids[i]: s for i, s in expected.items()}, rel=1e-4)

@@ -19,7 +19,7 @@ acme-board-memo-2023            en    3      the whole document (``sensitivity``
 Every page is laid out by hand with PyMuPDF: paragraphs as wrapped text, tables as text
 cells with rules, charts drawn by matplotlib (Agg, no pyplot) and inserted as PNG with a text
 caption under each. Chinese text uses PyMuPDF's built-in ``china-s`` font, which is not
-embedded, so the corpus stays small (about 0.5 MB).
+embedded, so the corpus stays small (about 0.3 MB).
 
 Same bytes on every run: fixed PDF dates, no new file ``/ID``, matplotlib rc defaults with no
 PNG ``Software`` tag, and the only random series drawn from ``np.random.default_rng(SEED)``.
@@ -93,14 +93,29 @@ _ZH_NO_LINE_START = set("，。、；：？！）》」』％”’·")
 _ZH_NO_LINE_END = set("（《「『“‘")
 #: Runs a Chinese line break may not split: ASCII words and numbers, and the Chinese canary.
 _ZH_UNIT_RE = re.compile(rf"{CANARY_ENERGY_P4_ZH}|[A-Za-z0-9][A-Za-z0-9.,%/+\-]*|.", re.S)
-_zh_font: pymupdf.Font | None = None
+_ADVANCES: dict[str, dict[str, float]] = {}
+#: Widths written for the ``china-s`` CID font: ASCII half an em (CIDs 1-95 proportional and
+#: 814-939 half-width roman in Adobe-GB1), everything else the CID default of a full em.
+#: PyMuPDF writes no /W array, which would render every digit and Latin letter full width.
+_ZH_WIDTHS = "[1 95 500 814 939 500]"
 
 
-def _zh_len(text: str, size: float) -> float:
-    global _zh_font
-    if _zh_font is None:
-        _zh_font = pymupdf.Font(_ZH_FONT)
-    return float(_zh_font.text_length(text, fontsize=size))
+def _text_len(text: str, font: str, size: float) -> float:
+    """Advance width of ``text`` in points, as the PDF will lay it out."""
+    if font == _ZH_FONT:
+        return sum(0.5 if ch.isascii() else 1.0 for ch in text) * size
+    adv = _ADVANCES.get(font)
+    if adv is None:
+        adv = _ADVANCES[font] = {}
+    f = None
+    total = 0.0
+    for ch in text:
+        w = adv.get(ch)
+        if w is None:
+            f = f or pymupdf.Font(font)
+            w = adv[ch] = float(f.glyph_advance(ord(ch)))
+        total += w
+    return total * size
 
 
 class _Report:
@@ -115,7 +130,7 @@ class _Report:
         self.margin = 56.0
         self.page: pymupdf.Page | None = None
         self.y = 0.0
-        self._pending_footers: list[tuple[pymupdf.Page, int]] = []
+        self._pending_footers: list[int] = []  # page numbers whose footer is written at the end
 
     # text primitives ------------------------------------------------------------------------
 
@@ -124,9 +139,7 @@ class _Report:
         return _ZH_FONT if self.lang == "zh" else _EN_FONT
 
     def _len(self, text: str, font: str, size: float) -> float:
-        if font == _ZH_FONT:
-            return _zh_len(text, size)
-        return float(pymupdf.get_text_length(text, fontname=font, fontsize=size))
+        return _text_len(text, font, size)
 
     def _check(self, text: str, font: str) -> None:
         if font != _ZH_FONT and not text.isascii():
@@ -205,7 +218,7 @@ class _Report:
             page.insert_text(((self.w - width) / 2, self.h - 44), bottom_marker, fontname=font, fontsize=size,
                              color=(0.7, 0.0, 0.0))
         page.draw_line((self.margin, self.h - 58), (self.w - self.margin, self.h - 58), color=grey, width=0.5)
-        self._pending_footers.append((page, self.doc.page_count))
+        self._pending_footers.append(self.doc.page_count)
         self.y = 80.0
 
     def title(self, text: str, subtitle: str | None = None) -> None:
@@ -278,7 +291,8 @@ class _Report:
 
     def tobytes(self, metadata: dict[str, str]) -> bytes:
         total = self.doc.page_count
-        for page, n in self._pending_footers:
+        for n in self._pending_footers:
+            page = self.doc[n - 1]
             text = self.footer.format(n=n, total=total)
             width = self._len(text, self.font, 8)
             page.insert_text((self.w - self.margin - width, self.h - 28), text, fontname=self.font, fontsize=8,
@@ -293,6 +307,9 @@ class _Report:
             "creationDate": PDF_DATE,
             "modDate": PDF_DATE,
         })
+        for xref in range(1, self.doc.xref_length()):
+            if self.doc.xref_get_key(xref, "Subtype") == ("name", "/CIDFontType0"):
+                self.doc.xref_set_key(xref, "W", _ZH_WIDTHS)
         data = self.doc.tobytes(garbage=4, deflate=True, no_new_id=True)
         self.doc.close()
         return bytes(data)
@@ -322,7 +339,8 @@ def _png(draw: Callable[[Any], None], figsize: tuple[float, float] = (6.4, 2.6))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
         draw(ax)
-        fig.tight_layout()
+        # Fixed margins rather than tight_layout, which would draw the figure twice.
+        fig.subplots_adjust(left=0.1, right=0.985, bottom=0.13, top=0.89)
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=CHART_DPI, metadata={"Software": None})
     return buf.getvalue()
@@ -1052,12 +1070,12 @@ def build_demo_corpus(out_dir: Path) -> list[DemoDocument]:
 _QUERY_CASES: tuple[dict[str, Any], ...] = (
     {
         "description": "English keyword query",
-        "request": {"query": "Acme Robotics revenue 2023", "libraries": [DEMO_LIBRARY], "filters": [], "top_k": 5},
+        "request": {"query": "Acme Robotics revenue 2023", "libraries": [DEMO_LIBRARY]},
         "expect_doc_id": "acme-robotics-ar-2023",
     },
     {
         "description": "Chinese query (CJK unigrams and bigrams)",
-        "request": {"query": "阿克米能源 营业收入", "libraries": [DEMO_LIBRARY], "filters": [], "top_k": 5},
+        "request": {"query": "阿克米能源 营业收入", "libraries": [DEMO_LIBRARY]},
         "expect_doc_id": "acme-energy-bulletin-2023",
     },
     {
@@ -1066,7 +1084,6 @@ _QUERY_CASES: tuple[dict[str, Any], ...] = (
             "query": "operating margin by segment",
             "libraries": [DEMO_LIBRARY],
             "filters": [{"field": "period", "op": "eq", "value": 2023}],
-            "top_k": 5,
         },
         "expect_doc_id": "acme-holdings-ar-2023",
     },
@@ -1074,8 +1091,9 @@ _QUERY_CASES: tuple[dict[str, Any], ...] = (
 
 
 def demo_queries() -> list[dict[str, Any]]:
-    """Three example search requests against the demo library, each a valid ``POST /search``
-    body (and ``Engine.search`` argument): English, Chinese, and one with a filter."""
+    """Three example search requests against the demo library, each a valid search body
+    (``POST /v1/search``, ``Engine.search``): English, Chinese, and one with a filter. No
+    ``top_k``: callers pick their own."""
     return [_copy_request(c["request"]) for c in _QUERY_CASES]
 
 
@@ -1086,4 +1104,7 @@ def demo_query_cases() -> list[dict[str, Any]]:
 
 
 def _copy_request(req: dict[str, Any]) -> dict[str, Any]:
-    return {**req, "libraries": list(req["libraries"]), "filters": [dict(f) for f in req["filters"]]}
+    out = {**req, "libraries": list(req["libraries"])}
+    if "filters" in req:
+        out["filters"] = [dict(f) for f in req["filters"]]
+    return out

@@ -131,8 +131,14 @@ def _overlap_start(text: str, prev: Span, us: int, end: int, max_chars: int, ove
     lo = max(prev.start + 1, prev.end - overlap, end - max_chars)
     if lo >= us:
         return us
+    # Prefer a sentence start inside the overlap window, so a passage reads from the start of
+    # a sentence; else the next word start (a CJK character is a word on its own).
+    m = _SENT_END_RE.search(text, lo, us)
+    if m is not None:
+        s, _ = _trim(text, m.end(), us)
+        if s < prev.end:
+            return s
     s = lo
-    # Move forward to the start of a word (or a CJK character, which is a word on its own).
     while s < us and s > 0 and not text[s - 1].isspace() and text[s].isascii() and text[s].isalnum():
         s += 1
     s, _ = _trim(text, s, us)

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragspine.errors import InvalidRequestError, LibraryNotFoundError, ModelMismatchError
+from ragspine.errors import ConflictError, InvalidRequestError, LibraryNotFoundError, ModelMismatchError
 from ragspine.retrieval.bm25 import BM25Params
 from ragspine.store.base import (
     KIND_DOC,
@@ -143,6 +143,10 @@ class Libraries:
         check_library_name(name)
         rec = LibraryRecord(name=name, created_at=time.time(), encoders=expected_encoders(self.bm25))
         with self.lock(name):
+            if self.store.has_collection(name):
+                raise ConflictError(
+                    f"library '{name}' already exists; delete it first or choose another name"
+                )
             self.store.create_collection(name, CollectionSpec())
             self.save(rec)
         return rec

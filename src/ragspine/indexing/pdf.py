@@ -100,8 +100,12 @@ def open_pdf(
     if isinstance(source, (str, Path)):
         with open(source, "rb") as fh:
             head = fh.read(_PDF_MAGIC_WINDOW)
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - _PDF_MAGIC_WINDOW))
+            tail = fh.read()
     else:
         head = bytes(source[:_PDF_MAGIC_WINDOW])
+        tail = bytes(source[-_PDF_MAGIC_WINDOW:])
     sniff_pdf(head)
     try:
         if isinstance(source, (str, Path)):
@@ -116,6 +120,13 @@ def open_pdf(
                 "the PDF is encrypted with a password; upload an unencrypted copy"
             )
         if doc.is_repaired:
+            if b"%%EOF" not in tail:
+                # A cut-off upload: MuPDF "repairs" it into fewer or emptier pages, which
+                # would be indexed silently as if complete.
+                raise CorruptPDFError(
+                    "the PDF is truncated: it has no '%%EOF' end marker and its cross-reference "
+                    "table is missing; upload the complete file"
+                )
             logger.info("PDF had a damaged structure and was repaired on open")
         n = doc.page_count
         if n == 0:

@@ -174,7 +174,7 @@ def text_page(text: str) -> PageContent:
     """Plain text as page 1: paragraphs are the runs between blank lines, text kept verbatim.
 
     Geometry is virtual (see :meth:`Indexer.ingest_text`): line ``i`` (0-based) spans
-    ``y = i .. i + 1`` on a page ``len(lines)`` high and 0 wide.
+    ``y = i .. i + 1`` on a page as high as the text has lines, and 0 wide.
     """
     line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
     height = float(len(line_starts))
@@ -186,11 +186,15 @@ def text_page(text: str) -> PageContent:
         TextBlock(m.group(), (0.0, float(line_of(m.start())), 0.0, float(line_of(m.end() - 1) + 1)), m.start(), m.end())
         for m in _PARAGRAPH_RE.finditer(text)
     ]
-    lines = [
-        (ln, (0.0, float(i), 0.0, float(i + 1)))
-        for i, ln in enumerate(text.split("\n"))
-        if ln.strip()
-    ]
+    # Header and footer for the RESTRICTED marker check: the first and the last non-blank
+    # line, placed on the page's top and bottom edges (the lines in between are not given
+    # to the policy, as prose in the middle of a PDF page is not).
+    rows = [(i, ln) for i, ln in enumerate(text.split("\n")) if ln.strip()]
+    edges = [rows[0], rows[-1]] if len(rows) > 1 else rows
+    lines = [(ln, (0.0, float(i), 0.0, float(i + 1))) for i, ln in edges]
+    if lines:
+        lines[0] = (lines[0][0], (0.0, 0.0, 0.0, 0.0))
+        lines[-1] = (lines[-1][0], (0.0, height, 0.0, height))
     return PageContent(number=1, width=0.0, height=height, text=text, blocks=blocks, lines=lines)
 
 
@@ -278,8 +282,8 @@ class Indexer:
 
         The text is kept verbatim as the page text; paragraphs are split on blank lines. Text
         has no geometry, so the page is a virtual column one unit per text line and zero
-        wide: bboxes say which lines a passage covers, and the RESTRICTED marker check treats
-        the first and last lines as header and footer bands, as on a PDF page. No thumbnail is
+        wide: bboxes say which lines a passage covers, and the RESTRICTED marker check reads the
+        first and last non-blank lines as the page's header and footer. No thumbnail is
         rendered. ``title`` (or ``metadata["title"]``) is the title shown in hits; it is not
         indexed unless it is part of ``text``.
         """

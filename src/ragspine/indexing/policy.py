@@ -11,6 +11,7 @@ Nothing here logs page text: only page numbers and counts.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -37,6 +38,11 @@ def is_restricted(value: object) -> bool:
 #: it counts whatever its case; in a longer line only the marker as configured counts, so that
 #: prose such as "restricted stock units" in a running header is not a classification.
 LABEL_MAX_CHARS = 48
+
+
+_SPACES = re.compile(r"\s+")
+#: Words that introduce a classification wherever the line is ("Classification: Restricted").
+_LABEL_WORDS = r"(?:classification|classified|sensitivity|security\s+level|密级|分类)"
 
 
 def _marker_pattern(markers: Iterable[str], flags: int = 0) -> re.Pattern[str]:
@@ -66,20 +72,32 @@ class PagePolicy:
             raise ValueError(f"marker band must be in (0, 0.5], got {self.band}")
         object.__setattr__(self, "_exact", _marker_pattern(self.markers))
         object.__setattr__(self, "_any_case", _marker_pattern(self.markers, re.IGNORECASE))
+        labelled = _marker_pattern(self.markers, re.IGNORECASE).pattern
+        object.__setattr__(
+            self, "_labelled", re.compile(rf"{_LABEL_WORDS}\s*[:：]?\s*(?:{labelled})", re.IGNORECASE)
+        )
 
     def marked(self, page: PageContent) -> bool:
         """True when a text line touching the top or bottom band carries a marker: as
-        configured (case-sensitive), or in any case when the line is a short label."""
+        configured (case-sensitive), in any case when the line is a short label, or after a
+        classification label ("Classification: restricted") in a line of any length."""
         top = page.height * self.band
         bottom = page.height * (1.0 - self.band)
         exact: re.Pattern[str] = self._exact  # type: ignore[attr-defined]
         any_case: re.Pattern[str] = self._any_case  # type: ignore[attr-defined]
-        for text, (_x0, y0, _x1, y1) in page.lines:
+        labelled: re.Pattern[str] = self._labelled  # type: ignore[attr-defined]
+        for raw, (_x0, y0, _x1, y1) in page.lines:
             if y0 > top and y1 < bottom:
                 continue
+            # Full-width letters (ＲＥＳＴＲＩＣＴＥＤ) fold to ASCII first.
+            text = unicodedata.normalize("NFKC", raw)
             if exact.search(text):
                 return True
-            if len(text.strip()) <= LABEL_MAX_CHARS and any_case.search(text):
+            if len(text.strip()) <= LABEL_MAX_CHARS and (
+                any_case.search(text) or any_case.search(_SPACES.sub("", text))  # "R E S T R I C T E D"
+            ):
+                return True
+            if labelled.search(text):
                 return True
         return False
 

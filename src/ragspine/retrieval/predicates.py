@@ -8,6 +8,7 @@ own filter types.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -54,6 +55,10 @@ def value_type(v: Any) -> str:
 
 
 def _scalar_of(field: str, op: str, v: Any) -> Scalar:
+    if isinstance(v, float) and not math.isfinite(v):
+        # Python's json reads NaN/Infinity; sent to a Qdrant server they serialise as null,
+        # which would drop the bound and widen the search (invariant 3).
+        raise FilterError(f"filter on '{field}' with '{op}': value {v!r} is not a finite number")
     if isinstance(v, (bool, int, float, str)):
         return v
     raise FilterError(
@@ -111,10 +116,12 @@ def parse_predicate_text(text: str) -> Predicate:
     value: Any
     try:
         value = json.loads(raw)
+        is_json = True
     except json.JSONDecodeError:
-        value = raw
+        value, is_json = raw, False
     if op in LIST_OPS + ("between",) and not isinstance(value, list):
-        items = raw.split(",") if isinstance(value, str) else [raw]
+        # Only text that is not JSON is a comma-separated list: '"EU,US"' is the one string EU,US.
+        items = [raw] if is_json else raw.split(",")
         value = []
         for item in items:
             try:

@@ -228,6 +228,9 @@ class Searcher:
             fused = rrf([chunk_rank, page_rank], k=self.settings.rrf_k)
             for key, score in fused:
                 cands[key].scores["fused"] = score
+            # Equal fused scores (ranks 1+2 against 2+1) are broken by the passage's BM25
+            # score, then by id: the page whose best passage matches best comes first.
+            fused.sort(key=lambda kv: (-kv[1], -(cands[kv[0]].scores.get("bm25") or 0.0), kv[0]))
             per_lib.append([key for key, _ in fused])
         if len(per_lib) == 1:
             order = per_lib[0]

@@ -23,6 +23,25 @@ from ragspine.store.base import CollectionSpec, Hit, PointData, Record, Where, f
 logger = logging.getLogger(__name__)
 
 _SCROLL_PAGE = 1000
+#: Payload fields that every search and every document write filter on. Without an index
+#: Qdrant Edge reads each point's payload on every filtered query: measured on 2 cores over
+#: 2,044 points (TAT-QA), a filtered sparse query took 46 ms without these indexes and
+#: 0.5 ms with them. The server backend indexes the same fields.
+_INDEXED_FIELDS = (
+    ("kind", qe.PayloadSchemaType.Keyword),
+    ("state", qe.PayloadSchemaType.Keyword),
+    ("doc_id", qe.PayloadSchemaType.Keyword),
+    ("version", qe.PayloadSchemaType.Integer),
+)
+
+
+def _ensure_indexes(shard: qe.EdgeShard) -> None:
+    """Create the missing payload indexes (libraries made before they existed get them on
+    open; creating one is idempotent and persisted)."""
+    have = shard.info().payload_schema
+    for key, schema in _INDEXED_FIELDS:
+        if key not in have:
+            shard.update(qe.UpdateOperation.create_field_index(key, schema))
 
 
 def _match(value: Any) -> Any:
@@ -104,7 +123,9 @@ class EdgeStore:
                 raise StoreError(f"library '{name}' already exists in {d.parent}")
             d.mkdir(parents=True)
             try:
-                self._shards[name] = qe.EdgeShard.create(str(d), self._config(spec))
+                shard = qe.EdgeShard.create(str(d), self._config(spec))
+                _ensure_indexes(shard)
+                self._shards[name] = shard
             except Exception as exc:
                 shutil.rmtree(d.parent, ignore_errors=True)
                 raise StoreError(f"could not create library '{name}': {exc}") from exc
@@ -121,6 +142,7 @@ class EdgeStore:
                     raise LibraryNotFoundError(f"unknown library '{name}'")
                 try:
                     shard = qe.EdgeShard.load(str(d))
+                    _ensure_indexes(shard)
                 except Exception as exc:
                     raise StoreError(f"could not open library '{name}' at {d}: {exc}") from exc
                 self._shards[name] = shard
