@@ -57,6 +57,7 @@ class Engine:
         self.libraries.drop(name)
         self.thumbnails.remove_library(name)
         self._recovered.discard(name)
+        self.indexer._notify("library_deleted", name)
 
     # -- documents ----------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -126,6 +127,20 @@ def search(client: Any, query: str, libraries: list[str], headers: Mapping[str, 
 def comparable(answer: Mapping[str, Any]) -> dict[str, Any]:
     """A search answer without what may differ between two identical searches (timings)."""
     return {k: v for k, v in answer.items() if k != "timings_ms"}
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """The value of one Prometheus sample (0.0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        got = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+        if all(got.get(k) == v for k, v in labels.items()):
+            return float(m.group(4))
+    return 0.0
 
 
 # -- a small seeded corpus ---------------------------------------------------------------------

@@ -6,6 +6,7 @@ the data dir holds a canary."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -16,7 +17,8 @@ from typing import Any
 import pdfs
 import pytest
 from fastapi.testclient import TestClient
-from serving_kit import assert_problem, ingest, search, upload, wait_job
+from ragspine.serving.app import create_app
+from serving_kit import assert_problem, clean_settings, ingest, search, upload, wait_job
 
 MODES = ("auto", "hybrid", "bm25", "lexical", "economy")
 #: Words on open pages: they must be found (so the checks below would see a leak).
@@ -79,47 +81,74 @@ def call_every_route(s: Sweep, queries: Iterable[str]) -> None:
     for job_id in s.jobs:
         s.record(f"job {job_id}", c.get(f"/v1/jobs/{job_id}"))
     all_libs = list(s.libraries)
-    for q in [*s.canaries, *queries, " ".join(s.canaries), "RESTRICTED", "restricted", "受限",
-              "Classification restricted"]:
+    thumbs: set[str] = set()
+
+    def run(what: str, q: str, libs: list[str], **kw: Any) -> None:
+        r = s.record(f"search {q!r} {what}", search(c, q, libs, top_k=1000, **kw))
+        assert r.status_code == 200, r.text
+        for h in r.json()["hits"]:
+            assert h["page"] not in s.dropped.get((h["library_id"], h["doc_id"]), []), h
+            thumbs.add(h["thumbnail_url"])
+
+    everything = " ".join(s.canaries)
+    for q in [everything, f"revenue {everything}", "revenue"]:
         for mode in MODES:
             for rerank in (False, True):
-                r = s.record(f"search {q!r} {mode}", search(c, q, all_libs, mode=mode, rerank=rerank, top_k=1000))
-                assert r.status_code == 200, r.text
-                for h in r.json()["hits"]:
-                    assert h["page"] not in s.dropped.get((h["library_id"], h["doc_id"]), []), h
-                    t = c.get(h["thumbnail_url"])
-                    s.record(h["thumbnail_url"], t)
-                    assert t.status_code == 200
+                run(f"{mode} rerank={rerank}", q, all_libs, mode=mode, rerank=rerank)
+    for q in [*s.canaries, *queries, "RESTRICTED", "restricted", "受限", "Classification restricted"]:
+        run("all", q, all_libs)
         for lib in all_libs:
-            r = s.record(f"search {q!r} in {lib}", search(c, q, [lib], top_k=1000))
-            assert r.status_code == 200
+            run(lib, q, [lib])
         # A filter that matches nothing, with the unfiltered fallback allowed.
-        r = s.record(f"fallback {q!r}", search(
-            c, q, all_libs, top_k=1000, allow_unfiltered_fallback=True,
-            filters=[{"field": "doc_id", "op": "eq", "value": "no-such-document"}]))
-        assert r.status_code == 200
-    # Filters that name the dropped documents find nothing.
-    for (lib, doc_id), pages in s.dropped.items():
-        r = s.record(f"filter doc_id={doc_id}", search(
-            c, " ".join(s.canaries), [lib], filters=[{"field": "doc_id", "op": "eq", "value": doc_id}]))
-        if len(pages) == s.page_counts[(lib, doc_id)]:
-            assert r.json()["hits"] == []
+        run("fallback", q, all_libs, allow_unfiltered_fallback=True,
+            filters=[{"field": "doc_id", "op": "eq", "value": "no-such-document"}])
+    # Filters that name the dropped documents find nothing of their dropped pages.
+    for (lib, doc_id) in s.dropped:
+        run(f"doc_id={doc_id}", everything, [lib], filters=[{"field": "doc_id", "op": "eq", "value": doc_id}])
+    for url in sorted(thumbs):
+        t = s.record(url, c.get(url))
+        assert t.status_code == 200
     s.record("metrics after", c.get("/metrics"))
 
 
-def check_no_leak(s: Sweep, caplog: pytest.LogCaptureFixture) -> None:
+class _Records(logging.Handler):
+    """Every log record of the process while installed (all threads, all loggers)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def capture_logs() -> Iterator[_Records]:
+    root, handler = logging.getLogger(), _Records()
+    old = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(old)
+
+
+def check_no_leak(s: Sweep, logs: list[logging.LogRecord], open_words: Iterable[str] = OPEN_WORDS) -> None:
     assert s.responses
     for what, body in s.responses:
         assert_clean(what, body, s.canaries)
-    for rec in caplog.records:
-        assert_clean(f"log record {rec.name}", rec.getMessage().encode(), s.canaries)
+    assert logs, "no log record captured: the log check would see nothing"
+    for rec in logs:
+        text = rec.getMessage()
+        if rec.exc_info:
+            text += logging.Formatter().formatException(rec.exc_info)
+        assert_clean(f"log record {rec.name}", text.encode(), s.canaries)
     # Positive control: the words of open pages are on disk, so a leaked canary would be too.
     blobs = [(p, p.read_bytes()) for p in s.data_dir.rglob("*") if p.is_file()]
-    for w in OPEN_WORDS:
-        if any(w.encode() in b for _, b in blobs):
-            break
-    else:
-        pytest.fail("no open word found in the data dir: the on-disk check would see nothing")
+    assert any(w.encode() in b for w in open_words for _, b in blobs), \
+        "no open word found in the data dir: the on-disk check would see nothing"
     for p, b in blobs:
         assert_clean(f"file {p.relative_to(s.data_dir)}", b, s.canaries)
 
@@ -130,10 +159,15 @@ CANARIES = ["zqcanaryhdr", "zqcanaryfoot", "雪豹机密", "zqcanaryover", "zqca
             "zqcanarytitle", "zqcanaryall", "zqcanaryreplace"]
 
 
-@pytest.fixture
-def own_corpus(make_client: Any, caplog: pytest.LogCaptureFixture) -> Iterator[Sweep]:
-    caplog.set_level(logging.DEBUG)
-    c = make_client()
+@pytest.fixture(scope="module")
+def own_corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sweep, list[logging.LogRecord]]]:
+    with capture_logs() as logs, TestClient(
+        create_app(clean_settings(data_dir=tmp_path_factory.mktemp("sweep"))), raise_server_exceptions=False
+    ) as c:
+        yield _build_own_corpus(c), logs.records
+
+
+def _build_own_corpus(c: TestClient) -> Sweep:
     data_dir = Path(c.app.state.engine.settings.data_dir)  # type: ignore[attr-defined]
     for lib in ("sweep", "other"):
         assert c.post("/v1/libraries", json={"name": lib}).status_code == 201
@@ -198,11 +232,11 @@ def own_corpus(make_client: Any, caplog: pytest.LogCaptureFixture) -> Iterator[S
     jobs.append(j["id"])
     counts[("other", "globex")] = 1
 
-    yield Sweep(c, data_dir, ["sweep", "other"], CANARIES, dropped, counts, jobs)
+    return Sweep(c, data_dir, ["sweep", "other"], CANARIES, dropped, counts, jobs)
 
 
-def test_restricted_never_leaves_through_any_route(own_corpus: Sweep, caplog: pytest.LogCaptureFixture) -> None:
-    s = own_corpus
+def test_restricted_never_leaves_through_any_route(own_corpus: tuple[Sweep, list[logging.LogRecord]]) -> None:
+    s, logs = own_corpus
     # The open pages are searchable (the sweep would otherwise prove nothing).
     hits = search(s.client, OPEN_WORDS[1], ["sweep"]).json()["hits"]
     assert [(h["doc_id"], h["page"]) for h in hits] == [("mixed-report", 7)]
@@ -213,11 +247,13 @@ def test_restricted_never_leaves_through_any_route(own_corpus: Sweep, caplog: py
     assert search(s.client, OPEN_WORDS[2], ["sweep"]).json()["hits"][0]["page"] == 7
     call_every_route(s, ["revenue", "revenue forecast", "收购计划", "营业收入 预测", "acquisition",
                          "merger plan codename", "layoff list", "board memo", "pricing floor"])
-    check_no_leak(s, caplog)
+    check_no_leak(s, logs)
 
 
-def test_dropped_page_thumbnail_is_indistinguishable_from_a_missing_page(own_corpus: Sweep) -> None:
-    c = own_corpus.client
+def test_dropped_page_thumbnail_is_indistinguishable_from_a_missing_page(
+    own_corpus: tuple[Sweep, list[logging.LogRecord]],
+) -> None:
+    c = own_corpus[0].client
     base = "/v1/libraries/sweep/documents/mixed-report/pages/{}/thumbnail"
     dropped = assert_problem(c.get(base.format(2)), 404)
     missing = assert_problem(c.get(base.format(99)), 404)
@@ -229,40 +265,32 @@ def test_dropped_page_thumbnail_is_indistinguishable_from_a_missing_page(own_cor
 
 
 @pytest.mark.slow
-def test_demo_corpus_restricted_never_leaves(make_client: Any, tmp_path: Path,
-                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_demo_corpus_restricted_never_leaves(tmp_path: Path) -> None:
     """The same sweep over the generated demo corpus (about 10 s to build its charts)."""
     demo = pytest.importorskip("ragspine.demo", reason="the demo corpus generator is not installed")
-    caplog.set_level(logging.DEBUG)
     docs = demo.build_demo_corpus(tmp_path / "corpus")
-    c = make_client()
     lib = demo.DEMO_LIBRARY
-    assert c.post("/v1/libraries", json={"name": lib}).status_code == 201
-    jobs, dropped, counts, canaries = [], {}, {}, []
-    for d in docs:
-        j = ingest(c, lib, d.path.read_bytes(), filename=d.path.name, metadata=d.metadata)
-        jobs.append(j["id"])
-        canaries.extend(d.canaries)
-        counts[(lib, d.doc_id)] = d.page_count
-        if d.restricted_pages:
-            dropped[(lib, d.doc_id)] = list(d.restricted_pages)
-        if getattr(d, "restricted", False):
-            assert j["status"] == "dropped_by_policy"
-        else:
-            assert j["status"] == "indexed" and j["pages_dropped"] == d.restricted_pages, (d.doc_id, j)
-    assert canaries
-    queries = [q["query"] for q in demo.demo_queries()]
-    for q in demo.demo_queries():  # the demo's own queries work through the API
-        r = c.post("/v1/search", json=q)
-        assert r.status_code == 200 and r.json()["hits"], (q, r.text)
-    s = Sweep(c, Path(c.app.state.engine.settings.data_dir), [lib], canaries, dropped, counts, jobs)  # type: ignore[attr-defined]
-    call_every_route(s, [*queries, "acquisition", "board memorandum", "Globex Automation", "revenue"])
-    # The positive control of check_no_leak looks for OPEN_WORDS; use the demo's own words.
-    for what, body in s.responses:
-        assert_clean(what, body, canaries)
-    for rec in caplog.records:
-        assert_clean(f"log record {rec.name}", rec.getMessage().encode(), canaries)
-    blobs = [(p, p.read_bytes()) for p in s.data_dir.rglob("*") if p.is_file()]
-    assert any(b"Acme" in b for _, b in blobs)
-    for p, b in blobs:
-        assert_clean(f"file {p.relative_to(s.data_dir)}", b, canaries)
+    with capture_logs() as logs, TestClient(
+        create_app(clean_settings(data_dir=tmp_path / "data")), raise_server_exceptions=False
+    ) as c:
+        assert c.post("/v1/libraries", json={"name": lib}).status_code == 201
+        jobs, dropped, counts, canaries = [], {}, {}, []
+        for d in docs:
+            j = ingest(c, lib, d.path.read_bytes(), filename=d.path.name, metadata=d.metadata)
+            jobs.append(j["id"])
+            canaries.extend(d.canaries)
+            counts[(lib, d.doc_id)] = d.page_count
+            if d.restricted_pages:
+                dropped[(lib, d.doc_id)] = list(d.restricted_pages)
+            if d.restricted:
+                assert j["status"] == "dropped_by_policy"
+            else:
+                assert j["status"] == "indexed" and j["pages_dropped"] == d.restricted_pages, (d.doc_id, j)
+        assert canaries
+        for q in demo.demo_queries():  # the demo's own queries work through the API
+            r = c.post("/v1/search", json=q)
+            assert r.status_code == 200 and r.json()["hits"], (q, r.text)
+        s = Sweep(c, tmp_path / "data", [lib], canaries, dropped, counts, jobs)
+        call_every_route(s, [*(q["query"] for q in demo.demo_queries()), "acquisition", "board memorandum",
+                             "Globex Automation", "valuation", "revenue"])
+        check_no_leak(s, logs.records, open_words=["Acme"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import time
 
 import pdfs
@@ -14,6 +13,7 @@ from serving_kit import (
     assert_problem,
     comparable,
     ingest,
+    metric,
     search,
     upload,
     wait_job,
@@ -21,20 +21,6 @@ from serving_kit import (
 
 HIT_KEYS = {"library_id", "doc_id", "title", "page", "bbox", "chunk_id", "text", "scores", "thumbnail_url"}
 SCORE_KEYS = {"bm25", "dense", "visual", "fused", "rerank"}
-
-
-def metric(text: str, name: str, **labels: str) -> float:
-    """The value of one Prometheus sample (0.0 when absent)."""
-    for line in text.splitlines():
-        if line.startswith("#") or not line.startswith(name):
-            continue
-        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)$", line)
-        if not m or m.group(1) != name:
-            continue
-        got = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
-        if all(got.get(k) == v for k, v in labels.items()):
-            return float(m.group(4))
-    return 0.0
 
 
 # -- health, docs ----------------------------------------------------------------------------

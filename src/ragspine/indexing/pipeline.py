@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -47,6 +47,24 @@ from ragspine.store.base import bool_mirror, KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
+
+
+class IndexListener(Protocol):
+    """Told about committed and deleted documents (the relation graph keeps its edges in step).
+
+    ``passages`` holds, per passage of the committed version, ``chunk_id``, ``page``, ``text``
+    and ``bbox`` — RESTRICTED pages are already gone. A listener that raises does not undo the
+    commit; the failure is logged and reported in :attr:`IngestResult.warnings`.
+    """
+
+    def document_committed(
+        self, library: str, doc_id: str, version: int, title: str, meta: dict[str, Any],
+        passages: list[dict[str, Any]],
+    ) -> None: ...
+
+    def document_deleted(self, library: str, doc_id: str) -> None: ...
+
+    def library_deleted(self, library: str) -> None: ...
 _RESERVED = {"doc_id", "page_sensitivity", "page", "kind", "state", "version"}
 _UPSERT_BATCH = 256
 
@@ -130,6 +148,7 @@ class IngestResult:
     pages_dropped: list[int] = field(default_factory=list)
     chunks: int = 0
     seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -208,6 +227,17 @@ class Indexer:
         self.policy = PagePolicy(tuple(settings.restricted_markers), settings.marker_band)
         #: Called after each step of a replace with the step's name; tests inject failures here.
         self.step_hook: Callable[[str], None] | None = None
+        self.listeners: list[IndexListener] = []
+
+    def _notify(self, what: str, *args: Any) -> list[str]:
+        failed = []
+        for listener in self.listeners:
+            try:
+                getattr(listener, what)(*args)
+            except Exception:
+                logger.exception("%s failed in %s", what, type(listener).__name__)
+                failed.append(f"{type(listener).__name__}.{what} failed; see the server log")
+        return failed
 
     def _step(self, name: str) -> None:
         if self.step_hook is not None:
@@ -388,7 +418,7 @@ class Indexer:
             )
             self._step("staged_entry")
             try:
-                chunk_stats, page_stats, n_chunks = self._write_version(
+                chunk_stats, page_stats, n_chunks, passages = self._write_version(
                     library, rec_stats=rec.stats, parsed=parsed, base=base, version=version,
                     total=total, progress=progress,
                 )
@@ -426,12 +456,13 @@ class Indexer:
             prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
             self._update_record(library, fields, chunk_stats, page_stats, prev_stats)
             self.store.flush(library)
+            warnings = self._notify("document_committed", library, doc_id, version, title, fields, passages)
         logger.info(
             "indexed version %d: %d pages, %d dropped, %d passages", version, len(kept), len(dropped), n_chunks
         )
         return IngestResult(
             library, doc_id, "indexed", version, total, len(kept), dropped, n_chunks,
-            time.perf_counter() - t0,
+            time.perf_counter() - t0, warnings,
         )
 
     def _write_version(
@@ -444,7 +475,7 @@ class Indexer:
         version: int,
         total: int,
         progress: Progress | None,
-    ) -> tuple[LengthStats, LengthStats, int]:
+    ) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]]]:
         s = self.settings
         doc_id = base["doc_id"]
         # Tokenise first: BM25 weights need the average length, which this document changes.
@@ -471,6 +502,7 @@ class Indexer:
         avg_c = self._basis(rec_stats.get(SPARSE_CHUNK), chunk_stats)
         avg_p = self._basis(rec_stats.get(SPARSE_PAGE), page_stats)
         batch: list[PointData] = []
+        passages: list[dict[str, Any]] = []
         n_chunks = 0
         done = 0
         for page, chunks, ctoks, ptoks in per_page:
@@ -485,6 +517,8 @@ class Indexer:
                 }
                 sparse = {SPARSE_CHUNK: document_vector(toks, avg_c, self.bm25)} if toks else {}
                 batch.append(PointData(point_id(doc_id, version, page.number, i), payload, sparse))
+                passages.append({"chunk_id": chunk_id, "page": page.number, "text": payload["text"],
+                                 "bbox": payload["bbox"]})
                 n_chunks += 1
             page_payload = {
                 **base, "kind": KIND_PAGE, "state": "staged", "version": version, "page": page.number,
@@ -503,7 +537,7 @@ class Indexer:
             if progress is not None:
                 progress(done, len(per_page))
         self.store.upsert(library, batch)
-        return chunk_stats, page_stats, n_chunks
+        return chunk_stats, page_stats, n_chunks, passages
 
     @staticmethod
     def _basis(lib: LengthStats | None, doc: LengthStats) -> float:
@@ -611,6 +645,7 @@ class Indexer:
                     rec.stats[name].count -= old.count
             self.libraries.save(rec)
             self.store.flush(library)
+            self._notify("document_deleted", library, doc_id)
         logger.info("deleted a document and its thumbnails")
 
     def recover(self, library: str) -> int:

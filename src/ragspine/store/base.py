@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ragspine.retrieval.bm25 import SparseVector
 from ragspine.retrieval.predicates import Predicate
@@ -29,19 +29,63 @@ SPARSE_CHUNK = "bm25_chunk"
 SPARSE_PAGE = "bm25_page"
 
 
+#: Qdrant's own HNSW defaults, stated here because both backends must build the same graph.
+HNSW_M = 16
+HNSW_EF_CONSTRUCT = 100
+#: Segments whose vectors of a field take fewer KB than this are searched by full scan.
+HNSW_FULL_SCAN_THRESHOLD_KB = 10_000
+#: Candidates the pooled prefetch hands to exact MaxSim on the full multivectors (issue 4:
+#: at least 200); ``bench/multivector.py`` measures recall against exhaustive MaxSim.
+DEFAULT_PREFETCH_LIMIT = 200
+#: Scalar int8 quantization clips at this quantile of the values (Qdrant's recommended 0.99).
+SCALAR_QUANTILE = 0.99
+
+Quantization = Literal["scalar", "binary"]
+QUANTIZATIONS: tuple[str, ...] = ("scalar", "binary")
+
+
 @dataclass(frozen=True)
 class DenseField:
+    """A dense vector field: one vector (cosine) or, with ``multivector``, a MaxSim multivector.
+
+    Visual pages use two: the full page multivector (``multivector=True, hnsw=False``, optional
+    ``quantization``) searched exhaustively or as the rescoring stage, and a pooled multivector
+    (``multivector=True``, HNSW on) for the prefetch (:meth:`Store.search_multivector`).
+    """
+
     name: str
     size: int
     multivector: bool = False
     #: Build an HNSW graph for this field (off for full multivectors searched only by rescoring).
     hnsw: bool = True
+    #: ``None``, ``"scalar"`` (int8, 4x smaller) or ``"binary"`` (1 bit, 32x smaller); searches
+    #: score on the quantized copy and rescore the candidates with the original vectors.
+    quantization: Quantization | None = None
+    #: HNSW graph degree and build beam; ``None`` = ``HNSW_M`` / ``HNSW_EF_CONSTRUCT``.
+    hnsw_m: int | None = None
+    hnsw_ef_construct: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ValueError(f"dense field '{self.name}': size must be >= 1, got {self.size}")
+        if self.quantization is not None and self.quantization not in QUANTIZATIONS:
+            raise ValueError(
+                f"dense field '{self.name}': quantization must be one of {QUANTIZATIONS} or None, "
+                f"got {self.quantization!r}"
+            )
+        for k in ("hnsw_m", "hnsw_ef_construct"):
+            v = getattr(self, k)
+            if v is not None and v < 1:
+                raise ValueError(f"dense field '{self.name}': {k} must be >= 1, got {v}")
 
 
 @dataclass(frozen=True)
 class CollectionSpec:
     sparse_idf: tuple[str, ...] = (SPARSE_CHUNK, SPARSE_PAGE)
     dense: tuple[DenseField, ...] = ()
+    #: Vectors of a segment are indexed (HNSW graph, quantized copy) once they exceed this many
+    #: KB; ``None`` keeps Qdrant's default (10,000 KB). Tests set it low to index tiny corpora.
+    indexing_threshold_kb: int | None = None
 
 
 @dataclass
@@ -63,6 +107,23 @@ class Hit:
     id: str
     score: float
     payload: dict[str, Any]
+
+
+def check_query_multivector(query: Sequence[Sequence[float]]) -> list[list[float]]:
+    """The query as a list of equal-length float rows; a clear error for anything else."""
+    rows = [[float(x) for x in row] for row in query]
+    if not rows or not rows[0]:
+        raise ValueError("query multivector is empty: need at least one token vector (nq >= 1, d >= 1)")
+    d = len(rows[0])
+    bad = [i for i, r in enumerate(rows) if len(r) != d]
+    if bad:
+        raise ValueError(f"query multivector rows differ in length: row 0 has {d}, row {bad[0]} has {len(rows[bad[0]])}")
+    return rows
+
+
+def sort_hits(hits: list[Hit]) -> list[Hit]:
+    """Best first, equal scores by id (invariant 6: same input, same ranking)."""
+    return sorted(hits, key=lambda h: (-h.score, h.id))
 
 
 @dataclass(frozen=True)
@@ -135,5 +196,33 @@ class Store(Protocol):
     def search_sparse(
         self, name: str, vector: str, query: SparseVector, where: Where, limit: int
     ) -> list[Hit]: ...
+    def search_dense(
+        self, name: str, field: str, vector: Sequence[float], where: Where, limit: int
+    ) -> list[Hit]:
+        """Nearest points by cosine similarity of one dense vector (the dense text channel)."""
+        ...
+    def search_multivector(
+        self,
+        name: str,
+        query: Sequence[Sequence[float]],
+        where: Where,
+        limit: int,
+        *,
+        full_field: str,
+        pooled_field: str | None = None,
+        prefetch_limit: int = DEFAULT_PREFETCH_LIMIT,
+        hnsw_ef: int | None = None,
+    ) -> list[Hit]:
+        """Pages by MaxSim of the query multivector ``(nq, d)`` against ``full_field``.
+
+        With ``pooled_field``: ``prefetch_limit`` candidates by MaxSim on the pooled vectors
+        (HNSW, beam ``hnsw_ef`` when given), then exact MaxSim on the full vectors of those
+        candidates. Without: exhaustive MaxSim over the full field. Quantized fields are rescored
+        with the original vectors, so scores are exact MaxSim either way.
+        """
+        ...
+    def optimize(self, name: str) -> None:
+        """Build pending indexes (HNSW graphs, quantized copies) now; blocks until done."""
+        ...
     def flush(self, name: str) -> None: ...
     def close(self) -> None: ...
