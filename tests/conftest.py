@@ -7,7 +7,10 @@ Qdrant Edge store lives under pytest's ``tmp_path``; the server backend runs aga
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +24,31 @@ if _TESTS not in sys.path:
 from ragspine.config import Settings  # noqa: E402
 from ragspine.engine import Engine  # noqa: E402
 
+_SHM = Path("/dev/shm")
+_SHM_BASE = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before the tmp_path plugin reads --basetemp
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep ``tmp_path`` in memory when the machine has a tmpfs and ``--basetemp`` is not given.
+
+    Qdrant Edge fsyncs its WAL and segments on every flush; on a busy disk that made the
+    default run several times slower (measured: 111 s on ext4 under load vs 14 s on tmpfs)
+    for data that is thrown away anyway.
+    """
+    if config.option.basetemp is not None or not (_SHM.is_dir() and os.access(_SHM, os.W_OK)):
+        return
+    base = tempfile.mkdtemp(prefix="ragspine-pytest-", dir=_SHM)
+    config.option.basetemp = base
+    config.stash[_SHM_BASE] = base
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    base = config.stash.get(_SHM_BASE, None)
+    if base is not None:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 #: Environment variables that would change Settings behind a test's back.
 _ENV_PREFIX = "RAGSPINE_"
 
@@ -28,8 +56,6 @@ _ENV_PREFIX = "RAGSPINE_"
 @pytest.fixture(autouse=True)
 def _no_ragspine_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Settings are read from RAGSPINE_* variables; tests state every setting they rely on."""
-    import os
-
     for k in list(os.environ):
         if k.startswith(_ENV_PREFIX):
             monkeypatch.delenv(k, raising=False)

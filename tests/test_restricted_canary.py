@@ -326,28 +326,6 @@ def _public_then(engine: Engine, then: dict[str, Any]):
     return engine.ingest(LIB, pdfs.make_pdf([RECLASS_P1, RECLASS_P2]), {**meta, **then})
 
 
-def _edge_keeps_deleted_bytes(request: pytest.FixtureRequest) -> None:
-    if request.node.callspec.params.get("engine") == "edge":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="Qdrant Edge keeps deleted points' payloads in segment files and the WAL "
-                "until a vacuum; ragspine does not vacuum after deleting RESTRICTED content",
-            )
-        )
-
-
-def _edge_keeps_deleted_stats(request: pytest.FixtureRequest) -> None:
-    if request.node.callspec.params.get("engine") == "edge":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="Qdrant Edge counts deleted points in its IDF statistics until the shard "
-                "is reloaded or vacuumed",
-            )
-        )
-
-
 def test_public_document_reclassified_restricted_disappears(engine: Engine, data_dir: Path) -> None:
     res = _public_then(engine, {"sensitivity": "Restricted"})
     assert res.status == "dropped_by_policy"
@@ -383,7 +361,6 @@ def test_page_reclassified_restricted_disappears(engine: Engine, data_dir: Path)
 def test_reclassified_text_leaves_no_bytes_on_disk(
     engine: Engine, data_dir: Path, request: pytest.FixtureRequest
 ) -> None:
-    _edge_keeps_deleted_bytes(request)
     _public_then(engine, {"sensitivity": "RESTRICTED"})
     engine.close()
     assert files_containing(data_dir, [C_RECLASS, C_RECLASS_PAGE]) == {}
@@ -394,7 +371,6 @@ def test_reclassified_document_leaves_no_bm25_statistics(
 ) -> None:
     """After removal, scores are those of a corpus without the removed document: its pages no
     longer count in N or in any term's document frequency."""
-    _edge_keeps_deleted_stats(request)
     _public_then(engine, {"sensitivity": "RESTRICTED"})
     want = exact_bm25({1: OTHER_TEXT}, "harbour pilots")
     got = {h.page: h.scores["bm25_page"] for h in bm25(engine, "harbour pilots").hits}

@@ -57,6 +57,13 @@ class Settings(BaseSettings):
     bm25_b: float = Field(default=DEFAULT_BM25_B, ge=0, le=1)
     #: Reciprocal Rank Fusion constant.
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
+    #: RRF weight of the BM25 passage channel (best passage per page) and of the BM25
+    #: whole-page channel. 0 turns a channel off (it is not even queried); not both 0.
+    bm25_chunk_weight: float = Field(default=1.0, ge=0)
+    bm25_page_weight: float = Field(default=1.0, ge=0)
+    #: Query term weights: ``True`` counts a repeated query term as often as it is asked (plain
+    #: BM25 over the query's token list); ``False`` weighs each distinct term once.
+    bm25_query_counts: bool = True
 
     #: API keys and the libraries each may use: ``"KEY1=lib-a,lib-b;KEY2=*"``. Unset: no auth.
     api_keys: SecretStr | None = None
@@ -88,6 +95,12 @@ class Settings(BaseSettings):
         if self.api_keys is None or not self.api_keys.get_secret_value().strip():
             return None
         return parse_api_keys(self.api_keys.get_secret_value())
+
+    @model_validator(mode="after")
+    def _one_bm25_channel(self) -> "Settings":
+        if self.bm25_chunk_weight == 0 and self.bm25_page_weight == 0:
+            raise ValueError("bm25_chunk_weight and bm25_page_weight cannot both be 0")
+        return self
 
     @model_validator(mode="after")
     def _overlap_below_chunk(self) -> "Settings":

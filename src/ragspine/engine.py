@@ -115,6 +115,7 @@ def public_entry(e: dict[str, Any]) -> dict[str, Any]:
         "pages_indexed": e.get("pages_indexed"),
         "pages_dropped": e.get("pages_dropped", []),
         "page_numbers": e.get("page_numbers", []),
+        "page_sizes": e.get("page_sizes", []),  # [width, height] in points per page_numbers entry
         "chunks": e.get("chunks"),
         "indexed_at": e.get("indexed_at"),
     }

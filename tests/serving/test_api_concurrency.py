@@ -8,12 +8,10 @@ from collections import Counter
 from typing import Any
 
 import pdfs
+import pytest
 from serving_kit import metric, search, upload, wait_job
 
-UPLOADERS = 3
-DOCS_EACH = 3
 PAGES_EACH = 2
-SEARCHERS = 2
 
 
 def _doc(t: int, i: int) -> tuple[str, bytes]:
@@ -23,8 +21,16 @@ def _doc(t: int, i: int) -> tuple[str, bytes]:
     return word, data
 
 
-def test_concurrent_ingest_and_search(make_client: Any) -> None:
-    c = make_client(ingest_workers=2)
+@pytest.mark.parametrize(
+    ("uploaders", "docs_each", "searchers", "workers"),
+    [
+        pytest.param(2, 2, 2, 2, id="small"),
+        pytest.param(4, 4, 3, 3, id="large", marks=pytest.mark.slow),
+    ],
+)
+def test_concurrent_ingest_and_search(make_client: Any, uploaders: int, docs_each: int, searchers: int,
+                                      workers: int) -> None:
+    c = make_client(ingest_workers=workers)
     assert c.post("/v1/libraries", json={"name": "conc"}).status_code == 201
     assert c.post("/v1/libraries", json={"name": "side"}).status_code == 201
     upload(c, "side", pdfs.make_pdf(["side library revenue"]), filename="side.pdf", wait=True)
@@ -43,7 +49,7 @@ def test_concurrent_ingest_and_search(make_client: Any) -> None:
 
     def uploader(t: int) -> None:
         try:
-            for i in range(DOCS_EACH):
+            for i in range(docs_each):
                 word, data = _doc(t, i)
                 # Alternate between polling and waiting clients.
                 r = upload(c, "conc", data, filename=f"doc-{t}-{i}.pdf", wait=bool(i % 2),
@@ -59,7 +65,7 @@ def test_concurrent_ingest_and_search(make_client: Any) -> None:
         try:
             n = 0
             while not done.is_set() or n < 5:
-                q = ["common revenue", "margin table", f"uniqword{n % UPLOADERS}x{n % DOCS_EACH}"][n % 3]
+                q = ["common revenue", "margin table", f"uniqword{n % uploaders}x{n % docs_each}"][n % 3]
                 note(search(c, q, ["conc", "side"] if k else ["conc"], top_k=50))
                 if n % 4 == 0:
                     note(c.get("/v1/libraries"))
@@ -68,29 +74,29 @@ def test_concurrent_ingest_and_search(make_client: Any) -> None:
         except Exception as exc:
             errors.append(f"searcher {k}: {exc!r}")
 
-    threads = [threading.Thread(target=uploader, args=(t,)) for t in range(UPLOADERS)]
-    threads += [threading.Thread(target=searcher, args=(k,)) for k in range(SEARCHERS)]
+    threads = [threading.Thread(target=uploader, args=(t,)) for t in range(uploaders)]
+    threads += [threading.Thread(target=searcher, args=(k,)) for k in range(searchers)]
     for th in threads:
         th.start()
-    for th in threads[:UPLOADERS]:
+    for th in threads[:uploaders]:
         th.join(timeout=120)
     finished = {w: wait_job(c, j, timeout=120) for w, j in jobs.items()}
     done.set()
-    for th in threads[UPLOADERS:]:
+    for th in threads[uploaders:]:
         th.join(timeout=60)
     assert not any(th.is_alive() for th in threads), "a client thread hung"
     assert errors == []
     assert not [s for s in statuses if s >= 500], statuses
 
-    n_docs = UPLOADERS * DOCS_EACH
+    n_docs = uploaders * docs_each
     assert len(finished) == n_docs
     assert all(j["state"] == "succeeded" and j["status"] == "indexed" for j in finished.values()), finished
     for word, job in finished.items():
         hits = search(c, word, ["conc"]).json()["hits"]
         assert [(h["doc_id"], h["page"]) for h in hits] == [(job["doc_id"], 1)], word
     docs = c.get("/v1/libraries/conc/documents").json()["documents"]
-    assert sorted(d["doc_id"] for d in docs) == sorted(f"doc-{t}-{i}" for t in range(UPLOADERS)
-                                                       for i in range(DOCS_EACH))
+    assert sorted(d["doc_id"] for d in docs) == sorted(f"doc-{t}-{i}" for t in range(uploaders)
+                                                       for i in range(docs_each))
     assert all(d["pages_indexed"] == PAGES_EACH and d["version"] == 1 for d in docs)
     listed = {x["name"]: x for x in c.get("/v1/libraries").json()["libraries"]}
     assert listed["conc"] == {"name": "conc", "documents": n_docs, "pages": n_docs * PAGES_EACH}

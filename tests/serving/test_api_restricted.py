@@ -57,8 +57,16 @@ def assert_clean(what: str, body: bytes, canaries: Iterable[str]) -> None:
 
 def call_every_route(s: Sweep, queries: Iterable[str]) -> None:
     c = s.client
-    for url in ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"):
+    for url in ("/", "/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect",
+                "/redoc"):
         s.record(url, c.get(url))
+    import ragspine.serving
+
+    web = Path(ragspine.serving.__file__).parent / "web"
+    for path in sorted(web.rglob("*")):
+        if path.is_file():  # the web page's own assets, when it has any
+            rel = path.relative_to(web).as_posix()
+            s.record(f"/static/{rel}", c.get(f"/static/{rel}"))
     listing = s.record("GET /v1/libraries", c.get("/v1/libraries"))
     assert listing.status_code == 200
     for lib in s.libraries:

@@ -404,3 +404,38 @@ def test_edge_store_survives_close_and_reopen(tmp_path: Path) -> None:
         assert s2.count("lib", Where(kind=KIND_DOC)) == 1
     finally:
         s2.close()
+
+
+@pytest.mark.parametrize("backend", ["edge", "server"])
+def test_idf_forgets_deleted_points_after_compact(backend: str, tmp_path: Path) -> None:
+    store = make_store(backend, tmp_path)
+    try:
+        store.create_collection("lib", CollectionSpec())
+        store.upsert(
+            "lib",
+            [PointData(pid(i), {"kind": KIND_CHUNK, "doc_id": f"d{i}"}, {SPARSE_CHUNK: sv({1: 1.0})}) for i in range(4)]
+            + [PointData(pid(9), {"kind": KIND_CHUNK, "doc_id": "gone"}, {SPARSE_CHUNK: sv({1: 1.0, 2: 1.0})})],
+        )
+        store.delete("lib", Where(doc_id="gone"))
+        store.compact("lib")
+        # Four points left, all holding term 1: idf = ln(1 + 0.5 / 4.5).
+        hits = store.search_sparse("lib", SPARSE_CHUNK, sv({1: 1.0}), Where(), 10)
+        assert len(hits) == 4
+        assert hits[0].score == pytest.approx(math.log(1 + 0.5 / 4.5), rel=1e-5)
+    finally:
+        store.close()
+
+
+def test_edge_idf_is_exact_after_reopen(tmp_path: Path) -> None:
+    """Even without compact(), a reload gives exact statistics."""
+    s = EdgeStore(tmp_path)
+    s.create_collection("lib", CollectionSpec())
+    s.upsert("lib", [PointData(pid(i), {"doc_id": f"d{i}"}, {SPARSE_CHUNK: sv({1: 1.0})}) for i in range(5)])
+    s.delete("lib", Where(doc_id="d0"))
+    s.close()
+    s = EdgeStore(tmp_path)
+    try:
+        hits = s.search_sparse("lib", SPARSE_CHUNK, sv({1: 1.0}), Where(), 10)
+        assert len(hits) == 4 and hits[0].score == pytest.approx(math.log(1 + 0.5 / 4.5), rel=1e-5)
+    finally:
+        s.close()

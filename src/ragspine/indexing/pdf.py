@@ -8,10 +8,13 @@ PyMuPDF does the parsing. Each bad input raises its own error naming the problem
 from __future__ import annotations
 
 import logging
+import struct
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pymupdf
 
 from ragspine.errors import CorruptPDFError, EmptyPDFError, EncryptedPDFError, NotAPDFError, OversizeError
@@ -214,7 +217,34 @@ def render_page_png(doc: pymupdf.Document, number: int, dpi: int, max_px: int) -
     if longest > max_px:
         zoom *= max_px / longest
     pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
-    return pix.tobytes("png")
+    return encode_png(pix)
+
+
+#: zlib level of thumbnails. MuPDF's own PNG writer compresses harder: on MMLongBench pages
+#: (2 cores) it spent ~14 ms a page against ~5 ms here, for files within 3% of the size.
+PNG_ZLIB_LEVEL = 3
+
+
+def encode_png(pix: pymupdf.Pixmap) -> bytes:
+    """PNG of an 8-bit gray or RGB pixmap without alpha (filter 0, zlib ``PNG_ZLIB_LEVEL``);
+    other pixmaps go through MuPDF's writer."""
+    if pix.alpha or pix.n not in (1, 3) or pix.width < 1 or pix.height < 1:
+        return pix.tobytes("png")
+    w, h, n = pix.width, pix.height, pix.n
+    rows = np.empty((h, w * n + 1), dtype=np.uint8)
+    rows[:, 0] = 0  # filter type "None" for every scanline
+    rows[:, 1:] = np.frombuffer(pix.samples_mv, dtype=np.uint8).reshape(h, pix.stride)[:, : w * n]
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 0 if n == 1 else 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows.tobytes(), PNG_ZLIB_LEVEL))
+        + chunk(b"IEND", b"")
+    )
 
 
 def pdf_info(parsed: ParsedPDF) -> dict[str, Any]:

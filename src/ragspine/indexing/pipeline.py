@@ -20,7 +20,7 @@ import logging
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -441,6 +441,7 @@ class Indexer:
                 "pages_indexed": len(kept),
                 "pages_dropped": dropped,
                 "page_numbers": [p.number for p in kept],
+                "page_sizes": [[p.width, p.height] for p in kept],  # points, as page_numbers
                 "chunks": n_chunks,
                 "indexed_at": time.time(),
                 "retiring_version": old_version,
@@ -455,7 +456,10 @@ class Indexer:
 
             prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
             self._update_record(library, fields, chunk_stats, page_stats, prev_stats)
-            self.store.flush(library)
+            if old_version is not None:
+                self.store.compact(library)  # the old version leaves IDF statistics and disk
+            else:
+                self.store.flush(library)
             warnings = self._notify("document_committed", library, doc_id, version, title, fields, passages)
         logger.info(
             "indexed version %d: %d pages, %d dropped, %d passages", version, len(kept), len(dropped), n_chunks
@@ -555,6 +559,7 @@ class Indexer:
                 self.libraries.put_doc_entry(library, {**prev, "staging_version": None, "max_version": version})
             else:
                 self.libraries.delete_doc_entry(library, doc_id)
+            self.store.compact(library)
         except Exception:
             logger.exception("cleanup after a failed ingest failed; it is retried when the library opens")
 
@@ -594,19 +599,22 @@ class Indexer:
             if st.count and st.basis > 0 and abs(st.avgdl - st.basis) / st.avgdl > AVGDL_DRIFT
         ]
         if drifted:
-            self.reweight(library)
+            self.reweight(library, drifted)
 
-    def reweight(self, library: str) -> int:
-        """Rebuild every BM25 vector with the library's current average lengths.
+    def reweight(self, library: str, fields: Sequence[str] | None = None) -> int:
+        """Rebuild the BM25 vectors of ``fields`` (default: both) with the library's current
+        average lengths.
 
         Needed because document vectors bake in the average length at the time they were
-        built; as a library grows that average drifts. Runs automatically when it has drifted
-        by more than ``AVGDL_DRIFT``; cost is one pass over the library, so it happens
-        O(log n) times while a library grows to n documents.
+        built; as a library grows that average drifts. Runs automatically, for the field that
+        drifted only, when it has drifted by more than ``AVGDL_DRIFT``; cost is one pass over
+        that field, so it happens O(log n) times while a library grows to n documents.
         """
         with self.libraries.lock(library):
             rec = self.libraries.get(library)
             for name, kind in ((SPARSE_CHUNK, KIND_CHUNK), (SPARSE_PAGE, KIND_PAGE)):
+                if fields is not None and name not in fields:
+                    continue
                 st = rec.stats.get(name)
                 if st is None or not st.count:
                     continue
@@ -644,8 +652,9 @@ class Indexer:
                     rec.stats[name].tokens -= old.tokens
                     rec.stats[name].count -= old.count
             self.libraries.save(rec)
-            self.store.flush(library)
+            self.store.compact(library)  # no trace in IDF statistics or on disk
             self._notify("document_deleted", library, doc_id)
+            self._maybe_reweight(library)
         logger.info("deleted a document and its thumbnails")
 
     def recover(self, library: str) -> int:
@@ -671,4 +680,27 @@ class Indexer:
                         )
                     else:
                         self.libraries.delete_doc_entry(library, doc_id)
+            if fixed:
+                self._rebuild_record(library)
+                self.store.compact(library)
         return fixed
+
+    def _rebuild_record(self, library: str) -> None:
+        """Library statistics and field types recomputed from the committed manifest entries
+        (after a crash between a commit and the record update)."""
+        rec = self.libraries.get(library)
+        totals = {SPARSE_CHUNK: LengthStats(), SPARSE_PAGE: LengthStats()}
+        types: dict[str, str] = {}
+        for e in self.libraries.doc_entries(library):
+            if not e.get("active_version"):
+                continue
+            types = merge_field_types(types, {k: value_type(v) for k, v in (e.get("meta") or {}).items()})
+            for name, key in ((SPARSE_CHUNK, "chunk"), (SPARSE_PAGE, "page")):
+                d = LengthStats.from_json((e.get("doc_stats") or {}).get(key))
+                totals[name].tokens += d.tokens
+                totals[name].count += d.count
+        for name, st in totals.items():
+            st.basis = rec.stats[name].basis if name in rec.stats else st.avgdl
+            rec.stats[name] = st
+        rec.field_types = types
+        self.libraries.save(rec)

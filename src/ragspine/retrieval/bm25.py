@@ -60,8 +60,10 @@ def document_vector(tokens: list[str], avgdl: float, params: BM25Params) -> Spar
     return SparseVector(idx, [tf[i] * (params.k1 + 1.0) / (tf[i] + norm) for i in idx])
 
 
-def query_vector(text: str) -> SparseVector:
-    """Query term counts: a term asked twice weighs twice, as in plain BM25 over the token list."""
-    tf = _merge_ids(Counter(tokenize(text)))
+def query_vector(text: str, counts: bool = True) -> SparseVector:
+    """Query term counts: a term asked twice weighs twice, as in plain BM25 over the token list.
+    With ``counts=False`` each distinct term weighs 1."""
+    toks = tokenize(text)
+    tf = _merge_ids(Counter(toks) if counts else Counter(set(toks)))
     idx = sorted(tf)
     return SparseVector(idx, [tf[i] for i in idx])

@@ -37,6 +37,22 @@ CANDIDATE_FACTOR = 2
 PageKey = tuple[str, str, int]  # (library, doc_id, page)
 
 
+class ExpandSpec(BaseModel):
+    """Search over the entities the relation graph reaches from ``entity`` (an id, name or
+    alias) along ``relation`` (one, a list, or comma-separated; default: the declared kinds
+    subsidiary_of, peer_of, derived_from) up to ``depth`` hops (1-3). Validated and run by
+    :meth:`ragspine.graph.GraphService.search`; hits say which path brought them in (``via``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    entity: str = Field(min_length=1, max_length=256)
+    relation: str | list[str] | None = None
+    depth: int = 1
+    direction: Literal["both", "out", "in"] = "both"
+    #: Search the start entity's own documents too.
+    include_origin: bool = False
+
+
 class SearchRequest(BaseModel):
     """A search. ``top_k`` is bounded by ``RAGSPINE_MAX_TOP_K`` (default 1000)."""
 
@@ -113,7 +129,7 @@ class SearchResponse:
 @dataclass
 class _PageCandidate:
     payload: dict[str, Any]  # of the best passage, or of the page when no passage was found
-    from_chunk: bool
+    from_chunk: bool  # False: ``payload`` is the page's; :func:`best_passage` picks the passage
     scores: dict[str, float | None] = field(default_factory=dict)
 
 
@@ -190,7 +206,8 @@ class Searcher:
         )
 
     def _search(self, req: SearchRequest, preds: list[Predicate]) -> list[SearchHit]:
-        qv = query_vector(req.query)
+        s = self.settings
+        qv = query_vector(req.query, counts=s.bm25_query_counts)
         qtoks = tokenize(req.query)
         if not qv.indices:
             return []
@@ -204,12 +221,13 @@ class Searcher:
                 p = h.payload
                 return active.get(p.get("doc_id")) == p.get("version") and not is_restricted(p.get("sensitivity"))
 
+            # A channel weighted 0 is not queried (RAGSPINE_BM25_CHUNK_WEIGHT / _PAGE_WEIGHT).
             chunk_hits = [h for h in self.store.search_sparse(
                 lib, SPARSE_CHUNK, qv, Where(kind=KIND_CHUNK, live=True, predicates=tuple(preds)), limit
-            ) if current(h)]
+            ) if current(h)] if s.bm25_chunk_weight > 0 else []
             page_hits = [h for h in self.store.search_sparse(
                 lib, SPARSE_PAGE, qv, Where(kind=KIND_PAGE, live=True, predicates=tuple(preds)), limit
-            ) if current(h)]
+            ) if current(h)] if s.bm25_page_weight > 0 else []
             chunk_rank: list[PageKey] = []
             for h in sorted(chunk_hits, key=lambda h: (-h.score, h.payload.get("chunk_id", ""))):
                 key = (lib, h.payload["doc_id"], int(h.payload["page"]))
@@ -222,10 +240,12 @@ class Searcher:
             for h in sorted(page_hits, key=lambda h: (-h.score, h.payload["doc_id"], h.payload["page"])):
                 key = (lib, h.payload["doc_id"], int(h.payload["page"]))
                 if key not in cands:
-                    cands[key] = _PageCandidate(best_passage(qtoks, h.payload), False)
+                    # The page payload for now; its best passage is picked only if the page
+                    # makes the final top_k (picking it tokenises every passage of the page).
+                    cands[key] = _PageCandidate(h.payload, False)
                 page_rank.append(key)
                 cands[key].scores["bm25_page"] = h.score
-            fused = rrf([chunk_rank, page_rank], k=self.settings.rrf_k)
+            fused = rrf([chunk_rank, page_rank], k=s.rrf_k, weights=[s.bm25_chunk_weight, s.bm25_page_weight])
             for key, score in fused:
                 cands[key].scores["fused"] = score
             # Equal fused scores (ranks 1+2 against 2+1) are broken by the passage's BM25
@@ -242,7 +262,7 @@ class Searcher:
         out: list[SearchHit] = []
         for key in order[: req.top_k]:
             c = cands[key]
-            p = c.payload
+            p = c.payload if c.from_chunk else best_passage(qtoks, c.payload)
             if is_restricted(p.get("sensitivity")):  # defence in depth: never leaves
                 continue
             out.append(

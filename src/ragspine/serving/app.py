@@ -39,6 +39,7 @@ from ragspine.retrieval.search import SearchRequest
 from ragspine.serving.auth import Auth, Principal
 from ragspine.serving.jobs import Job, JobRunner
 from ragspine.serving.metrics import Metrics
+from ragspine.serving.web_routes import mount_web
 
 logger = logging.getLogger(__name__)
 
@@ -222,7 +223,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
         def work(job: Job) -> dict[str, Any]:
             def progress(done: int, total: int) -> None:
-                job.pages_done, job.pages_total = done, total
+                job.pages_total = total  # total first: a poller never sees done > total
+                job.pages_done = done
 
             result = eng.ingest(lib, tmp, meta, filename=file.filename, progress=progress)
             metrics.ingested(result.pages_indexed, len(result.pages_dropped))
@@ -284,6 +286,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
                                   f"/pages/{h['page']}/thumbnail")
         return out
 
+    mount_web(app)  # the search page at / (a client of the routes above)
     return app
 
 

@@ -35,10 +35,14 @@ class Job:
     done: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def to_json(self) -> dict[str, Any]:
+        # The worker writes the outcome, then finished_at, then the state: read in the opposite
+        # order, so that a terminal state is never seen without its result and finish time.
+        state = self.state
+        finished_at = self.finished_at
         r = self.result or {}
         return {
             "id": self.id,
-            "state": self.state,
+            "state": state,
             "library": self.library,
             "filename": self.filename,
             "doc_id": r.get("doc_id"),
@@ -49,7 +53,7 @@ class Job:
             "result": self.result,
             "error": self.error,
             "created_at": self.created_at,
-            "finished_at": self.finished_at,
+            "finished_at": finished_at,
         }
 
 
@@ -68,22 +72,23 @@ class JobRunner:
 
         def run() -> None:
             job.state = "running"
+            outcome: State = "failed"
             try:
                 job.result = work(job)
-                job.state = "succeeded"
+                outcome = "succeeded"
             except RagspineError as exc:
                 job.error = {"type": exc.type, "title": exc.title, "status": exc.status, "detail": exc.detail}
-                job.state = "failed"
             except Exception:
                 logger.exception("ingest job %s failed unexpectedly", job.id)
                 job.error = {"type": "internal-error", "title": "Internal error", "status": 500,
                              "detail": "the ingest failed on an unexpected error; see the server log"}
-                job.state = "failed"
             finally:
                 try:
                     cleanup()
                 finally:
+                    # The terminal state last: a poller that sees it sees the outcome complete.
                     job.finished_at = time.time()
+                    job.state = outcome
                     job.done.set()
 
         fut: Future[None] = self._pool.submit(run)

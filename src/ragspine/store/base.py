@@ -37,6 +37,9 @@ HNSW_FULL_SCAN_THRESHOLD_KB = 10_000
 #: Candidates the pooled prefetch hands to exact MaxSim on the full multivectors (issue 4:
 #: at least 200); ``bench/multivector.py`` measures recall against exhaustive MaxSim.
 DEFAULT_PREFETCH_LIMIT = 200
+#: Extra hits fetched beyond ``limit`` so that pages tied at the cut (identical pages, e.g.
+#: blank ones, score exactly alike) are chosen by id, not by the engine's internal order.
+TIE_OVERFETCH = 16
 #: Scalar int8 quantization clips at this quantile of the values (Qdrant's recommended 0.99).
 SCALAR_QUANTILE = 0.99
 
@@ -113,17 +116,21 @@ def check_query_multivector(query: Sequence[Sequence[float]]) -> list[list[float
     """The query as a list of equal-length float rows; a clear error for anything else."""
     rows = [[float(x) for x in row] for row in query]
     if not rows or not rows[0]:
-        raise ValueError("query multivector is empty: need at least one token vector (nq >= 1, d >= 1)")
+        raise ValueError("query multivector is empty: need (nq >= 1, d >= 1) token vectors")
     d = len(rows[0])
     bad = [i for i, r in enumerate(rows) if len(r) != d]
     if bad:
-        raise ValueError(f"query multivector rows differ in length: row 0 has {d}, row {bad[0]} has {len(rows[bad[0]])}")
+        raise ValueError(
+            f"query multivector rows differ in length: row 0 has {d}, "
+            f"row {bad[0]} has {len(rows[bad[0]])}"
+        )
     return rows
 
 
-def sort_hits(hits: list[Hit]) -> list[Hit]:
-    """Best first, equal scores by id (invariant 6: same input, same ranking)."""
-    return sorted(hits, key=lambda h: (-h.score, h.id))
+def sort_hits(hits: list[Hit], limit: int | None = None) -> list[Hit]:
+    """Best first, equal scores by id (invariant 6: same input, same ranking), cut at ``limit``."""
+    out = sorted(hits, key=lambda h: (-h.score, h.id))
+    return out if limit is None else out[:limit]
 
 
 @dataclass(frozen=True)
@@ -212,17 +219,25 @@ class Store(Protocol):
         pooled_field: str | None = None,
         prefetch_limit: int = DEFAULT_PREFETCH_LIMIT,
         hnsw_ef: int | None = None,
+        oversampling: float | None = None,
     ) -> list[Hit]:
         """Pages by MaxSim of the query multivector ``(nq, d)`` against ``full_field``.
 
         With ``pooled_field``: ``prefetch_limit`` candidates by MaxSim on the pooled vectors
-        (HNSW, beam ``hnsw_ef`` when given), then exact MaxSim on the full vectors of those
-        candidates. Without: exhaustive MaxSim over the full field. Quantized fields are rescored
-        with the original vectors, so scores are exact MaxSim either way.
+        (HNSW, beam ``hnsw_ef`` when given), then MaxSim on the full vectors of those
+        candidates. Without: exhaustive MaxSim over the full field.
+
+        A quantized full field: with ``oversampling=None`` (default) the quantized copy is not
+        used and the ranking is exact MaxSim; with a number, ``limit * oversampling`` candidates
+        are chosen on the quantized copy and rescored with the originals (scores exact, recall
+        can drop). Returned scores are exact MaxSim in both cases.
         """
         ...
     def optimize(self, name: str) -> None:
         """Build pending indexes (HNSW graphs, quantized copies) now; blocks until done."""
         ...
     def flush(self, name: str) -> None: ...
+    def compact(self, name: str) -> None:
+        """Purge deleted points: from statistics (BM25 IDF), payload files and logs."""
+        ...
     def close(self) -> None: ...

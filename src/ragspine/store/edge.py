@@ -18,11 +18,28 @@ import qdrant_edge as qe
 
 from ragspine.errors import LibraryNotFoundError, StoreError
 from ragspine.retrieval.bm25 import SparseVector
-from ragspine.store.base import CollectionSpec, Hit, PointData, Record, Where, filter_value
+from ragspine.store.base import (
+    DEFAULT_PREFETCH_LIMIT,
+    HNSW_EF_CONSTRUCT,
+    HNSW_FULL_SCAN_THRESHOLD_KB,
+    HNSW_M,
+    SCALAR_QUANTILE,
+    TIE_OVERFETCH,
+    CollectionSpec,
+    DenseField,
+    Hit,
+    PointData,
+    Record,
+    Where,
+    check_query_multivector,
+    filter_value,
+    sort_hits,
+)
 
 logger = logging.getLogger(__name__)
 
 _SCROLL_PAGE = 1000
+_VACUUM_DELETED_FRACTION = 1e-9  # any deleted point makes a segment eligible for vacuum
 #: Payload fields that every search and every document write filter on. Without an index
 #: Qdrant Edge reads each point's payload on every filtered query: measured on 2 cores over
 #: 2,044 points (TAT-QA), a filtered sparse query took 46 ms without these indexes and
@@ -82,6 +99,45 @@ def compile_where(where: Where) -> qe.Filter | None:
     return qe.Filter(must=must or None, must_not=must_not or None)
 
 
+def _hnsw_config(f: DenseField) -> qe.HnswIndexConfig | None:
+    """``m=0``: no graph (full multivectors are only scanned or rescored); else Qdrant's HNSW."""
+    if f.hnsw and f.hnsw_m is None and f.hnsw_ef_construct is None:
+        return None
+    return qe.HnswIndexConfig(
+        m=(f.hnsw_m or HNSW_M) if f.hnsw else 0,
+        ef_construct=f.hnsw_ef_construct or HNSW_EF_CONSTRUCT,
+        full_scan_threshold=HNSW_FULL_SCAN_THRESHOLD_KB,
+    )
+
+
+def _quantization_config(
+    f: DenseField,
+) -> qe.ScalarQuantizationConfig | qe.BinaryQuantizationConfig | None:
+    if f.quantization == "scalar":
+        return qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=SCALAR_QUANTILE, always_ram=True)
+    if f.quantization == "binary":
+        return qe.BinaryQuantizationConfig(always_ram=True)
+    return None
+
+
+#: Quantized fields score on the quantized copy, then rescore the candidates with the original
+#: vectors (Edge 0.9 does not rescore unless asked).
+_RESCORE = qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True))
+
+
+def _full_stage_params(oversampling: float | None) -> qe.SearchParams:
+    """Exact MaxSim on the originals, or quantized selection of ``limit * oversampling``
+    candidates rescored with the originals. Edge 0.9 picks the final ``limit`` by the quantized
+    score even among prefetched candidates, so only ``ignore`` makes the full stage exact."""
+    if oversampling is None:
+        return qe.SearchParams(quantization=qe.QuantizationSearchParams(ignore=True))
+    if oversampling < 1:
+        raise ValueError(f"oversampling must be >= 1 (or None for exact), got {oversampling}")
+    return qe.SearchParams(
+        quantization=qe.QuantizationSearchParams(rescore=True, oversampling=float(oversampling))
+    )
+
+
 class EdgeStore:
     """:class:`~ragspine.store.base.Store` on Qdrant Edge shards."""
 
@@ -108,12 +164,28 @@ class EdgeStore:
                     multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
                     if f.multivector
                     else None,
-                    hnsw_config=None if f.hnsw else qe.HnswIndexConfig(m=0),
+                    hnsw_config=_hnsw_config(f),
+                    quantization_config=_quantization_config(f),
                 )
             for n in spec.sparse_idf:
                 sparse[n] = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
+        # Vacuum any segment with a deleted point when compact() runs: Qdrant Edge keeps
+        # deleted points in its IDF statistics and their payloads in segment files until
+        # then, and a document deleted (or re-classified RESTRICTED) must leave no trace.
+        optimizers = qe.EdgeOptimizersConfig(
+            deleted_threshold=_VACUUM_DELETED_FRACTION,
+            vacuum_min_vector_number=1,
+            indexing_threshold=spec.indexing_threshold_kb if spec is not None else None,
+        )
         return qe.EdgeConfig(
-            vectors=vectors, sparse_vectors=sparse, max_search_threads=self._search_threads
+            vectors=vectors,
+            sparse_vectors=sparse,
+            max_search_threads=self._search_threads,
+            optimizers=optimizers,
+            # No write-ahead log: a WAL keeps deleted text on disk after compaction. ragspine
+            # flushes at every commit point instead, and its manifest entries make any
+            # unflushed, half-written version recoverable (see indexing.pipeline).
+            wal_enabled=False,
         )
 
     def create_collection(self, name: str, spec: CollectionSpec) -> None:
@@ -231,8 +303,81 @@ class EdgeStore:
         )
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._shard(name).query(req)]
 
+    def search_dense(
+        self, name: str, field: str, vector: Sequence[float], where: Where, limit: int
+    ) -> list[Hit]:
+        fetch = limit + TIE_OVERFETCH
+        vec = [float(x) for x in vector]
+        if not vec:
+            raise ValueError("dense query vector is empty")
+        req = qe.QueryRequest(
+            limit=fetch,
+            query=qe.Query.Nearest(vec, using=field),
+            filter=compile_where(where),
+            with_payload=True,
+            params=_RESCORE,
+        )
+        return sort_hits(self._hits(name, req), limit)
+
+    def search_multivector(
+        self,
+        name: str,
+        query: Sequence[Sequence[float]],
+        where: Where,
+        limit: int,
+        *,
+        full_field: str,
+        pooled_field: str | None = None,
+        prefetch_limit: int = DEFAULT_PREFETCH_LIMIT,
+        hnsw_ef: int | None = None,
+        oversampling: float | None = None,
+    ) -> list[Hit]:
+        q = check_query_multivector(query)  # (nq, d)
+        fetch = limit + TIE_OVERFETCH
+        full_params = _full_stage_params(oversampling)
+        flt = compile_where(where)
+        if pooled_field is None:
+            req = qe.QueryRequest(
+                limit=fetch,
+                query=qe.Query.Nearest(q, using=full_field),
+                filter=flt,
+                with_payload=True,
+                params=full_params,
+            )
+        else:
+            pre = qe.Prefetch(
+                limit=max(prefetch_limit, fetch),
+                query=qe.Query.Nearest(q, using=pooled_field),
+                filter=flt,
+                params=qe.SearchParams(
+                    hnsw_ef=hnsw_ef, quantization=qe.QuantizationSearchParams(rescore=True)
+                ),
+            )
+            req = qe.QueryRequest(
+                limit=fetch,
+                prefetches=[pre],
+                query=qe.Query.Nearest(q, using=full_field),
+                filter=flt,
+                with_payload=True,
+                params=full_params,
+            )
+        return sort_hits(self._hits(name, req), limit)
+
+    def _hits(self, name: str, req: qe.QueryRequest) -> list[Hit]:
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._shard(name).query(req)]
+
+    def optimize(self, name: str) -> None:
+        """Edge 0.9 runs no background optimizer: HNSW graphs and quantized copies are built
+        only here, so call it after bulk ingest (until then searches scan the raw vectors)."""
+        self._shard(name).optimize()
+
     def flush(self, name: str) -> None:
         self._shard(name).flush()
+
+    def compact(self, name: str) -> None:
+        shard = self._shard(name)
+        shard.optimize()
+        shard.flush()
 
     def close(self) -> None:
         with self._lock:

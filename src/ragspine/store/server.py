@@ -14,7 +14,23 @@ from qdrant_client import QdrantClient, models
 
 from ragspine.errors import LibraryNotFoundError, StoreError
 from ragspine.retrieval.bm25 import SparseVector
-from ragspine.store.base import CollectionSpec, Hit, PointData, Record, Where, filter_value
+from ragspine.store.base import (
+    DEFAULT_PREFETCH_LIMIT,
+    HNSW_EF_CONSTRUCT,
+    HNSW_FULL_SCAN_THRESHOLD_KB,
+    HNSW_M,
+    SCALAR_QUANTILE,
+    TIE_OVERFETCH,
+    CollectionSpec,
+    DenseField,
+    Hit,
+    PointData,
+    Record,
+    Where,
+    check_query_multivector,
+    filter_value,
+    sort_hits,
+)
 
 PREFIX = "ragspine__"
 _SCROLL_PAGE = 1000
@@ -56,6 +72,47 @@ def compile_where(where: Where) -> models.Filter | None:
     return models.Filter(must=must or None, must_not=must_not or None)
 
 
+def _hnsw_config(f: DenseField) -> models.HnswConfigDiff | None:
+    """``m=0``: no graph (full multivectors are only scanned or rescored); else Qdrant's HNSW."""
+    if f.hnsw and f.hnsw_m is None and f.hnsw_ef_construct is None:
+        return None
+    return models.HnswConfigDiff(
+        m=(f.hnsw_m or HNSW_M) if f.hnsw else 0,
+        ef_construct=f.hnsw_ef_construct or HNSW_EF_CONSTRUCT,
+        full_scan_threshold=HNSW_FULL_SCAN_THRESHOLD_KB,
+    )
+
+
+def _quantization_config(
+    f: DenseField,
+) -> models.ScalarQuantization | models.BinaryQuantization | None:
+    if f.quantization == "scalar":
+        return models.ScalarQuantization(
+            scalar=models.ScalarQuantizationConfig(
+                type=models.ScalarType.INT8, quantile=SCALAR_QUANTILE, always_ram=True
+            )
+        )
+    if f.quantization == "binary":
+        return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True))
+    return None
+
+
+#: Quantized fields score on the quantized copy, then rescore the candidates with the originals.
+_RESCORE = models.SearchParams(quantization=models.QuantizationSearchParams(rescore=True))
+
+
+def _full_stage_params(oversampling: float | None) -> models.SearchParams:
+    """Exact MaxSim on the originals, or quantized selection of ``limit * oversampling``
+    candidates rescored with the originals (same semantics as the Edge backend)."""
+    if oversampling is None:
+        return models.SearchParams(quantization=models.QuantizationSearchParams(ignore=True))
+    if oversampling < 1:
+        raise ValueError(f"oversampling must be >= 1 (or None for exact), got {oversampling}")
+    return models.SearchParams(
+        quantization=models.QuantizationSearchParams(rescore=True, oversampling=float(oversampling))
+    )
+
+
 class ServerStore:
     """:class:`~ragspine.store.base.Store` on a Qdrant server, cluster, or in-memory double."""
 
@@ -95,12 +152,18 @@ class ServerStore:
                 )
                 if f.multivector
                 else None,
-                hnsw_config=None if f.hnsw else models.HnswConfigDiff(m=0),
+                hnsw_config=_hnsw_config(f),
+                quantization_config=_quantization_config(f),
             )
             for f in spec.dense
         }
         sparse = {n: models.SparseVectorParams(modifier=models.Modifier.IDF) for n in spec.sparse_idf}
-        self.client.create_collection(c, vectors_config=vectors, sparse_vectors_config=sparse)
+        optimizers = None
+        if spec.indexing_threshold_kb is not None:
+            optimizers = models.OptimizersConfigDiff(indexing_threshold=spec.indexing_threshold_kb)
+        self.client.create_collection(
+            c, vectors_config=vectors, sparse_vectors_config=sparse, optimizers_config=optimizers
+        )
         for key, schema in (
             ("kind", models.PayloadSchemaType.KEYWORD),
             ("doc_id", models.PayloadSchemaType.KEYWORD),
@@ -188,8 +251,74 @@ class ServerStore:
         )
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
 
+    def search_dense(
+        self, name: str, field: str, vector: Sequence[float], where: Where, limit: int
+    ) -> list[Hit]:
+        fetch = limit + TIE_OVERFETCH
+        vec = [float(x) for x in vector]
+        if not vec:
+            raise ValueError("dense query vector is empty")
+        res = self.client.query_points(
+            self._check(name),
+            query=vec,
+            using=field,
+            query_filter=compile_where(where),
+            limit=fetch,
+            with_payload=True,
+            search_params=_RESCORE,
+        )
+        return sort_hits([Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points], limit)
+
+    def search_multivector(
+        self,
+        name: str,
+        query: Sequence[Sequence[float]],
+        where: Where,
+        limit: int,
+        *,
+        full_field: str,
+        pooled_field: str | None = None,
+        prefetch_limit: int = DEFAULT_PREFETCH_LIMIT,
+        hnsw_ef: int | None = None,
+        oversampling: float | None = None,
+    ) -> list[Hit]:
+        q = check_query_multivector(query)  # (nq, d)
+        fetch = limit + TIE_OVERFETCH
+        full_params = _full_stage_params(oversampling)
+        c = self._check(name)
+        flt = compile_where(where)
+        prefetch = None
+        if pooled_field is not None:
+            prefetch = models.Prefetch(
+                query=q,
+                using=pooled_field,
+                filter=flt,
+                limit=max(prefetch_limit, fetch),
+                params=models.SearchParams(
+                    hnsw_ef=hnsw_ef, quantization=models.QuantizationSearchParams(rescore=True)
+                ),
+            )
+        res = self.client.query_points(
+            c,
+            query=q,
+            using=full_field,
+            prefetch=prefetch,
+            query_filter=flt,
+            limit=fetch,
+            with_payload=True,
+            search_params=full_params,
+        )
+        return sort_hits([Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points], limit)
+
+    def optimize(self, name: str) -> None:
+        """The server builds indexes in the background; nothing to start here."""
+        self._check(name)
+
     def flush(self, name: str) -> None:
         """The server persists on write (``wait=True``); nothing to do."""
+
+    def compact(self, name: str) -> None:
+        """The server excludes deleted points from IDF and vacuums on its own; nothing to do."""
 
     def close(self) -> None:
         self.client.close()

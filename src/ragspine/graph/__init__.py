@@ -1,0 +1,47 @@
+"""Relation graph and multi-hop lookups.
+
+Typed nodes (company, subsidiary, segment, metric, period, geography, and the documents)
+with aliases in any language, typed edges (``subsidiary_of``, ``peer_of``, ``derived_from``,
+``mentions``, ``co_occurs_with``), every edge cited: by the declared source (file and row), or
+by document, page and chunk. Built from relations the user declares, from document metadata,
+and from the alias dictionary matched in passage text; kept in step with the index.
+
+Public names are loaded on first use, so ``ragspine --help`` does not pay for them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ragspine.graph._extract import ExtractedRelation, RelationExtractor
+    from ragspine.graph._model import ENTITY_TYPES, MAX_DEPTH, MAX_PATH_HOPS, RELATIONS, Edge, Node
+    from ragspine.graph._service import GraphService
+    from ragspine.graph.errors import GraphError
+    from ragspine.graph.store import GraphStore, open_graph_store
+
+_EXPORTS = {
+    "GraphService": "ragspine.graph._service",
+    "GraphStore": "ragspine.graph.store",
+    "open_graph_store": "ragspine.graph.store",
+    "RelationExtractor": "ragspine.graph._extract",
+    "ExtractedRelation": "ragspine.graph._extract",
+    "Node": "ragspine.graph._model",
+    "Edge": "ragspine.graph._model",
+    "RELATIONS": "ragspine.graph._model",
+    "ENTITY_TYPES": "ragspine.graph._model",
+    "MAX_DEPTH": "ragspine.graph._model",
+    "MAX_PATH_HOPS": "ragspine.graph._model",
+    "GraphError": "ragspine.graph.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ragspine.graph' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

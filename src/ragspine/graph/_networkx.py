@@ -1,0 +1,514 @@
+"""The default :class:`~ragspine.graph.store.GraphStore`: networkx in memory, SQLite on disk.
+
+Per library, ``<root>/<library>/graph.sqlite`` holds the contribution of every source as one
+row (JSON), stamped with the generation that last wrote it; removed sources leave a tombstone
+with their generation. The in-memory ``networkx.MultiDiGraph`` (edge key = relation) is
+derived from the contributions.
+
+- Writes are SQLite transactions (atomic; ``BEGIN IMMEDIATE`` serialises writers across
+  threads and processes); ``secure_delete`` overwrites what a write removes, so a deleted
+  document's ids and titles do not linger in free pages of the file.
+- Every read first checks the file (inode, epoch, generation): a replica sharing the data
+  dir applies only the rows written since the generation it holds, and starts over when the
+  file was deleted or replaced (library deleted, re-created).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sqlite3
+import threading
+import uuid
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ragspine.graph._model import (
+    DOCUMENT,
+    RELATION_ORDER,
+    SYMMETRIC,
+    Contribution,
+    Edge,
+    Neighbor,
+    Node,
+    NodeSpec,
+    cite_key,
+    match_keys,
+    merge_specs,
+    norm,
+)
+from ragspine.graph.store import Direction
+
+logger = logging.getLogger(__name__)
+
+DB_NAME = "graph.sqlite"
+#: How long a writer waits for another process's write transaction before giving up.
+BUSY_TIMEOUT_S = 120.0
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sources (key TEXT PRIMARY KEY, gen INTEGER NOT NULL, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS sources_gen ON sources (gen);
+CREATE TABLE IF NOT EXISTS tombstones (key TEXT PRIMARY KEY, gen INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS tombstones_gen ON tombstones (gen);
+"""
+
+EdgeKey = tuple[str, str, str]  # (source, relation, target) as stored
+
+
+class _Memory:
+    """One library's graph in memory, derived from its contributions."""
+
+    def __init__(self) -> None:
+        import networkx as nx
+
+        self.g = nx.MultiDiGraph()
+        self.contrib: dict[str, Contribution] = {}
+        self.specs: dict[str, dict[str, NodeSpec]] = {}
+        #: norm(id, name or alias) → ids of the non-document nodes it names
+        self.names: dict[str, set[str]] = {}
+
+    def apply(self, key: str, new: Contribution | None) -> None:
+        g = self.g
+        touched: set[str] = set()
+        old = self.contrib.pop(key, None)
+        if old is not None:
+            for e in old.edges:
+                data = g.get_edge_data(e.source, e.target, e.relation)
+                if data is not None and data["cites"].pop(key, None) is not None and not data["cites"]:
+                    g.remove_edge(e.source, e.target, e.relation)
+                touched.update((e.source, e.target))
+            for s in old.nodes:
+                specs = self.specs.get(s.id)
+                if specs is not None:
+                    specs.pop(key, None)
+                touched.add(s.id)
+        if new is not None:
+            self.contrib[key] = new
+            for s in new.nodes:
+                self.specs.setdefault(s.id, {})[key] = s
+                touched.add(s.id)
+            for e in new.edges:
+                data = g.get_edge_data(e.source, e.target, e.relation)
+                if data is None:
+                    g.add_edge(e.source, e.target, key=e.relation, cites={key: [e.citation]})
+                else:
+                    data["cites"].setdefault(key, []).append(e.citation)
+                touched.update((e.source, e.target))
+        for nid in touched:
+            self._refresh(nid)
+
+    def _refresh(self, nid: str) -> None:
+        g = self.g
+        attrs = g.nodes[nid] if nid in g else None
+        for k in (attrs or {}).get("keys", ()):
+            ids = self.names.get(k)
+            if ids is not None:
+                ids.discard(nid)
+                if not ids:
+                    del self.names[k]
+        specs = self.specs.get(nid)
+        if not specs:
+            self.specs.pop(nid, None)
+            if attrs is not None and g.degree(nid) == 0:
+                g.remove_node(nid)
+                return
+            if attrs is None:
+                return
+        node = merge_specs(nid, specs or {})
+        keys = frozenset() if node.type == DOCUMENT else frozenset(match_keys(node))
+        g.add_node(nid, node=node, keys=keys)
+        for k in keys:
+            self.names.setdefault(k, set()).add(nid)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def node(self, nid: str) -> Node | None:
+        attrs = self.g.nodes.get(nid)
+        return attrs.get("node") if attrs is not None else None
+
+    def edge(self, key: EdgeKey) -> Edge:
+        u, rel, v = key
+        cites = self.g.get_edge_data(u, v, rel)["cites"]
+        return Edge(u, rel, v, tuple(sorted((c for cs in cites.values() for c in cs), key=cite_key)))
+
+    def steps(self, u: str, allowed: Collection[str] | None, direction: Direction) -> list[tuple[str, int, EdgeKey]]:
+        """Edges at ``u`` as ``(other end, relation order, stored edge)``, sorted: the walk is
+        the same whatever order the graph was built in."""
+        g = self.g
+        out: list[tuple[str, int, EdgeKey]] = []
+        # networkx's own adjacency dicts: the public views wrap every inner dict in a new object.
+        for v, keyed in g._succ[u].items():
+            for rel in keyed:
+                if (allowed is None or rel in allowed) and (direction != "in" or rel in SYMMETRIC):
+                    out.append((v, RELATION_ORDER[rel], (u, rel, v)))
+        for v, keyed in g._pred[u].items():
+            for rel in keyed:
+                if (allowed is None or rel in allowed) and (direction != "out" or rel in SYMMETRIC):
+                    out.append((v, RELATION_ORDER[rel], (v, rel, u)))
+        out.sort()
+        return out
+
+
+class _Lib:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.db = folder / DB_NAME
+        self.lock = threading.RLock()
+        self.conn: sqlite3.Connection | None = None
+        self.ident: tuple[int, int] | None = None
+        self.epoch: str | None = None
+        self.gen = 0
+        self.mem: _Memory | None = None
+        self.txn_depth = 0
+        self.txn_gen: int | None = None
+
+
+class NetworkXGraphStore:
+    """Graphs of many libraries under ``root`` (``<data_dir>/graphs``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._libs: dict[str, _Lib] = {}
+        self._guard = threading.Lock()
+
+    def _lib(self, library: str) -> _Lib:
+        with self._guard:
+            lib = self._libs.get(library)
+            if lib is None:
+                lib = self._libs[library] = _Lib(self.root / library)
+            return lib
+
+    # -- files --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _reset(lib: _Lib) -> None:
+        if lib.conn is not None:
+            lib.conn.close()
+        lib.conn, lib.ident, lib.epoch, lib.gen, lib.mem = None, None, None, 0, None
+
+    def _connect(self, lib: _Lib, *, create: bool) -> sqlite3.Connection | None:
+        """A connection to the library's current file (re-opened when the file was replaced)."""
+        try:
+            st = os.stat(lib.db)
+        except FileNotFoundError:
+            self._reset(lib)
+            if not create:
+                return None
+            lib.folder.mkdir(parents=True, exist_ok=True)
+            conn = self._open(lib.db)
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT OR IGNORE INTO meta (k, v) VALUES ('epoch', ?)", (uuid.uuid4().hex,))
+            conn.execute("INSERT OR IGNORE INTO meta (k, v) VALUES ('gen', '0')")
+            st = os.stat(lib.db)
+            lib.conn, lib.ident = conn, (st.st_dev, st.st_ino)
+            return conn
+        if lib.conn is None or lib.ident != (st.st_dev, st.st_ino):
+            self._reset(lib)
+            lib.conn, lib.ident = self._open(lib.db), (st.st_dev, st.st_ino)
+            if create:
+                lib.conn.executescript(_SCHEMA)
+                lib.conn.execute("INSERT OR IGNORE INTO meta (k, v) VALUES ('epoch', ?)", (uuid.uuid4().hex,))
+                lib.conn.execute("INSERT OR IGNORE INTO meta (k, v) VALUES ('gen', '0')")
+        return lib.conn
+
+    @staticmethod
+    def _open(path: Path) -> sqlite3.Connection:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA secure_delete = ON")
+        return conn
+
+    def _catch_up(self, lib: _Lib, conn: sqlite3.Connection) -> None:
+        """Bring memory to the file's generation (call inside a transaction)."""
+        try:
+            meta = dict(conn.execute("SELECT k, v FROM meta").fetchall())
+        except sqlite3.OperationalError:  # another process is creating the file
+            lib.mem, lib.epoch, lib.gen = _Memory(), None, 0
+            return
+        epoch, gen = meta.get("epoch"), int(meta.get("gen", 0))
+        if lib.mem is None or epoch != lib.epoch or gen < lib.gen:
+            mem = _Memory()
+            for key, data in conn.execute("SELECT key, data FROM sources ORDER BY key"):
+                mem.apply(key, Contribution.from_json(json.loads(data)))
+            lib.mem, lib.epoch, lib.gen = mem, epoch, gen
+            logger.debug("graph %s loaded at generation %d", lib.folder.name, gen)
+        elif gen > lib.gen:
+            for key, data in conn.execute("SELECT key, data FROM sources WHERE gen > ? ORDER BY key", (lib.gen,)):
+                lib.mem.apply(key, Contribution.from_json(json.loads(data)))
+            for (key,) in conn.execute("SELECT key FROM tombstones WHERE gen > ? ORDER BY key", (lib.gen,)):
+                lib.mem.apply(key, None)
+            lib.gen = gen
+
+    def _mem(self, lib: _Lib) -> _Memory:
+        """The library's graph, current with the file (call with ``lib.lock`` held)."""
+        if lib.txn_depth:
+            assert lib.mem is not None
+            return lib.mem
+        conn = self._connect(lib, create=False)
+        if conn is None:
+            return _Memory() if lib.mem is None else lib.mem
+        conn.execute("BEGIN")
+        try:
+            self._catch_up(lib, conn)
+        finally:
+            conn.execute("COMMIT")
+        assert lib.mem is not None
+        return lib.mem
+
+    # -- writes -------------------------------------------------------------------------------
+
+    @contextmanager
+    def locked(self, library: str) -> Iterator[None]:
+        lib = self._lib(library)
+        with lib.lock:
+            if lib.txn_depth:
+                lib.txn_depth += 1
+                try:
+                    yield
+                finally:
+                    lib.txn_depth -= 1
+                return
+            conn = self._connect(lib, create=True)
+            assert conn is not None
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._catch_up(lib, conn)
+                lib.txn_depth, lib.txn_gen = 1, None
+                yield
+                if lib.txn_gen is not None:
+                    conn.execute("UPDATE meta SET v = ? WHERE k = 'gen'", (str(lib.txn_gen),))
+                conn.execute("COMMIT")
+                if lib.txn_gen is not None:
+                    lib.gen = lib.txn_gen
+            except BaseException:
+                lib.mem = None  # memory may hold part of the failed write: reload it
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    logger.warning("graph %s: rollback failed", library, exc_info=True)
+                raise
+            finally:
+                lib.txn_depth, lib.txn_gen = 0, None
+
+    def exists(self, library: str) -> bool:
+        return (self.root / library / DB_NAME).is_file()
+
+    def replace_sources(self, library: str, changes: Mapping[str, Contribution | None]) -> None:
+        lib = self._lib(library)
+        with self.locked(library):
+            mem, conn = lib.mem, lib.conn
+            assert mem is not None and conn is not None
+            for key in sorted(changes):
+                new = changes[key]
+                if mem.contrib.get(key) == new:
+                    continue
+                if lib.txn_gen is None:
+                    lib.txn_gen = lib.gen + 1
+                if new is None:
+                    conn.execute("DELETE FROM sources WHERE key = ?", (key,))
+                    conn.execute("INSERT OR REPLACE INTO tombstones (key, gen) VALUES (?, ?)", (key, lib.txn_gen))
+                else:
+                    data = json.dumps(new.to_json(), ensure_ascii=False, separators=(",", ":"))
+                    conn.execute("INSERT OR REPLACE INTO sources (key, gen, data) VALUES (?, ?, ?)",
+                                 (key, lib.txn_gen, data))
+                    conn.execute("DELETE FROM tombstones WHERE key = ?", (key,))
+                mem.apply(key, new)
+
+    def drop(self, library: str) -> None:
+        lib = self._lib(library)
+        with lib.lock:
+            self._reset(lib)
+            shutil.rmtree(lib.folder, ignore_errors=True)
+
+    def close(self) -> None:
+        with self._guard:
+            libs = list(self._libs.values())
+        for lib in libs:
+            with lib.lock:
+                self._reset(lib)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def source_keys(self, library: str) -> list[str]:
+        lib = self._lib(library)
+        with lib.lock:
+            return sorted(self._mem(lib).contrib)
+
+    def contribution(self, library: str, key: str) -> Contribution | None:
+        lib = self._lib(library)
+        with lib.lock:
+            return self._mem(lib).contrib.get(key)
+
+    def node_specs(self, library: str, node_id: str) -> Mapping[str, NodeSpec]:
+        lib = self._lib(library)
+        with lib.lock:
+            return dict(self._mem(lib).specs.get(node_id, {}))
+
+    def node(self, library: str, node_id: str) -> Node | None:
+        lib = self._lib(library)
+        with lib.lock:
+            return self._mem(lib).node(node_id)
+
+    def nodes(self, library: str, types: Collection[str] | None = None) -> Iterator[Node]:
+        lib = self._lib(library)
+        with lib.lock:
+            out = [a["node"] for _, a in self._mem(lib).g.nodes(data=True) if "node" in a]
+        return iter(sorted((n for n in out if types is None or n.type in types), key=lambda n: n.id))
+
+    def lookup(self, library: str, name: str) -> list[str]:
+        lib = self._lib(library)
+        with lib.lock:
+            return sorted(self._mem(lib).names.get(norm(name), ()))
+
+    def find(self, library: str, query: str, *, types: Collection[str] | None = None, limit: int = 20) -> list[Node]:
+        q = norm(query)
+        lib = self._lib(library)
+        with lib.lock:
+            mem = self._mem(lib)
+            best: dict[str, int] = {}
+            for key, ids in mem.names.items():
+                rank = 0 if key == q else 1 if key.startswith(q) else 2 if q in key else None
+                if rank is None:
+                    continue
+                for nid in ids:
+                    if rank < best.get(nid, 3):
+                        best[nid] = rank
+            nodes = [(r, mem.node(nid)) for nid, r in best.items()]
+        hits = [(r, n) for r, n in nodes if n is not None and (types is None or n.type in types)]
+        hits.sort(key=lambda rn: (rn[0], norm(rn[1].name), rn[1].id))
+        return [n for _, n in hits[:limit]]
+
+    def edges(
+        self, library: str, node_id: str, *, relations: Collection[str] | None = None, direction: Direction = "both"
+    ) -> list[Edge]:
+        lib = self._lib(library)
+        with lib.lock:
+            mem = self._mem(lib)
+            if node_id not in mem.g:
+                return []
+            return [mem.edge(key) for _, _, key in mem.steps(node_id, relations, direction)]
+
+    def neighbors(
+        self,
+        library: str,
+        node_id: str,
+        *,
+        relations: Collection[str] | None = None,
+        depth: int = 1,
+        direction: Direction = "both",
+        limit: int | None = None,
+        skip_types: Collection[str] = (),
+    ) -> tuple[list[Neighbor], bool]:
+        lib = self._lib(library)
+        with lib.lock:
+            mem = self._mem(lib)
+            g = mem.g
+            if node_id not in g:
+                return [], False
+            allowed = frozenset(relations) if relations is not None else None
+            skip = frozenset(skip_types)
+            parent: dict[str, tuple[str, EdgeKey] | None] = {node_id: None}
+            level: dict[str, int] = {}
+            found: list[str] = []
+            truncated = False
+            frontier = [node_id]
+            for d in range(1, depth + 1):
+                nxt: list[str] = []
+                for u in frontier:
+                    for v, _, key in mem.steps(u, allowed, direction):
+                        if v in parent:
+                            continue
+                        node = g.nodes[v].get("node")
+                        if node is None or node.type in skip:
+                            parent[v] = None  # seen; neither listed nor crossed
+                            continue
+                        if limit is not None and len(found) >= limit:
+                            truncated = True
+                            break
+                        parent[v] = (u, key)
+                        level[v] = d
+                        found.append(v)
+                        nxt.append(v)
+                    if truncated:
+                        break
+                if truncated:
+                    break
+                frontier = nxt
+            out = []
+            for v in found:
+                path: list[Edge] = []
+                cur = v
+                while (step := parent.get(cur)) is not None:
+                    cur, key = step
+                    path.append(mem.edge(key))
+                out.append(Neighbor(g.nodes[v]["node"], level[v], tuple(reversed(path))))
+            return out, truncated
+
+    def shortest_path(
+        self, library: str, source: str, target: str, *, max_hops: int, relations: Collection[str] | None = None
+    ) -> list[Edge] | None:
+        lib = self._lib(library)
+        with lib.lock:
+            mem = self._mem(lib)
+            if source not in mem.g or target not in mem.g:
+                return None
+            if source == target:
+                return []
+            allowed = frozenset(relations) if relations is not None else None
+            # Bidirectional breadth-first search, one whole level at a time on the smaller side.
+            fwd: dict[str, tuple[str | None, EdgeKey | None, int]] = {source: (None, None, 0)}
+            bwd: dict[str, tuple[str | None, EdgeKey | None, int]] = {target: (None, None, 0)}
+            ff, fb, df, db = [source], [target], 0, 0
+            while ff and fb and df + db < max_hops:
+                forward = len(ff) <= len(fb)
+                frontier, own, other = (ff, fwd, bwd) if forward else (fb, bwd, fwd)
+                d = (df if forward else db) + 1
+                nxt, meets = [], []
+                for u in frontier:
+                    for v, _, key in mem.steps(u, allowed, "both"):
+                        if v in own:
+                            continue
+                        own[v] = (u, key, d)
+                        nxt.append(v)
+                        if v in other:
+                            meets.append(v)
+                if forward:
+                    ff, df = nxt, d
+                else:
+                    fb, db = nxt, d
+                if meets:
+                    m = min(meets, key=lambda v: (fwd[v][2] + bwd[v][2], v))
+                    head: list[Edge] = []
+                    cur: str | None = m
+                    while cur is not None and fwd[cur][1] is not None:
+                        prev, key, _ = fwd[cur]
+                        head.append(mem.edge(key))  # type: ignore[arg-type]
+                        cur = prev
+                    tail: list[Edge] = []
+                    cur = m
+                    while cur is not None and bwd[cur][1] is not None:
+                        nxt_node, key, _ = bwd[cur]
+                        tail.append(mem.edge(key))  # type: ignore[arg-type]
+                        cur = nxt_node
+                    return list(reversed(head)) + tail
+            return None
+
+    def snapshot(self, library: str) -> dict[str, Any]:
+        lib = self._lib(library)
+        with lib.lock:
+            mem = self._mem(lib)
+            nodes = sorted((a["node"].to_json() for _, a in mem.g.nodes(data=True) if "node" in a),
+                           key=lambda n: n["id"])
+            edges = sorted((mem.edge((u, rel, v)).to_json() for u, v, rel in mem.g.edges(keys=True)),
+                           key=lambda e: (e["source"], e["relation"], e["target"]))
+        return {"nodes": nodes, "edges": edges}
+
+    def stats(self, library: str) -> dict[str, int]:
+        lib = self._lib(library)
+        with lib.lock:
+            mem = self._mem(lib)
+            return {"nodes": mem.g.number_of_nodes(), "edges": mem.g.number_of_edges(),
+                    "sources": len(mem.contrib), "generation": lib.gen}

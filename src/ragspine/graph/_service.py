@@ -1,0 +1,482 @@
+"""The relation graph service: kept in step with the index, queried by API, CLI and search.
+
+:class:`GraphService` is an :class:`~ragspine.indexing.pipeline.IndexListener`: a committed
+document replaces its ``meta:`` and ``text:`` sources (so its old edges go), a deleted document
+removes them, a deleted library drops its graph. RESTRICTED pages never reach a listener, and
+passages read back from the store (rebuilds) pass the same sensitivity check as search hits.
+
+The alias dictionary is made of the declared entities and the entities of document metadata.
+When it changes (an upload, a document naming a new entity, the last document of an entity
+deleted), the text of every document is matched again, so the graph is the same whatever order
+documents and relations arrived in.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ragspine.config import Settings
+from ragspine.errors import InvalidRequestError
+from ragspine.graph._declared import declared_contribution, declared_index, parse_relations
+from ragspine.graph._extract import AliasMatcher, RelationExtractor, metadata_contribution, text_contribution
+from ragspine.graph._model import (
+    CITE_METADATA,
+    CITE_TEXT,
+    DECLARED,
+    DEFAULT_EXPAND_RELATIONS,
+    DEFAULT_MAX_HOPS,
+    DOC_NODE_PREFIX,
+    DOCUMENT,
+    MAX_PATH_HOPS,
+    META_PREFIX,
+    TEXT_MATCHED_TYPES,
+    TEXT_PREFIX,
+    Contribution,
+    Edge,
+    Neighbor,
+    Node,
+    check_depth,
+    doc_node,
+    norm,
+    relation_list,
+)
+from ragspine.graph.errors import AmbiguousEntityError, UnknownEntityError
+from ragspine.graph.store import DIRECTIONS, GraphStore, open_graph_store
+from ragspine.indexing.library import Libraries
+from ragspine.indexing.policy import is_restricted
+from ragspine.retrieval.fusion import rrf
+from ragspine.store.base import KIND_CHUNK, Store, Where
+
+if TYPE_CHECKING:
+    from ragspine.retrieval.search import SearchHit, SearchRequest, SearchResponse, Searcher
+
+logger = logging.getLogger(__name__)
+
+#: Citations listed per edge in answers (``citations_total`` says how many there are).
+MAX_CITATIONS_SHOWN = 10
+#: Neighbours listed when the caller sets no limit, and the most a caller may ask for.
+DEFAULT_NEIGHBORS = 100
+MAX_NEIGHBORS = 1000
+#: Entities a search expansion searches at most (nearest first).
+MAX_EXPANDED_ENTITIES = 50
+#: Hits fetched per expanded entity: at least this many, or ``EXPAND_CANDIDATE_FACTOR * top_k``
+#: (pages of documents that only mention the entity are kept if their page mentions it).
+MIN_EXPAND_CANDIDATES = 100
+EXPAND_CANDIDATE_FACTOR = 4
+UPLOAD_MODES: tuple[str, ...] = ("replace", "merge")
+
+Link = tuple[list[Mapping[str, Any]], dict[int, list[Mapping[str, Any]]]]  # metadata cites, page → text cites
+
+
+class GraphService:
+    """Relation graphs of every library."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        libraries: Libraries,
+        graph_store: GraphStore | None = None,
+        extractor: RelationExtractor | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.libraries = libraries
+        self.graphs = graph_store if graph_store is not None else open_graph_store(settings.data_dir)
+        #: Optional model-based relation extractor; off (None) by default.
+        self.extractor = extractor
+        self._matchers: dict[str, tuple[dict[str, str], AliasMatcher]] = {}
+        self._guard = threading.Lock()
+
+    def close(self) -> None:
+        self.graphs.close()
+
+    # -- IndexListener ------------------------------------------------------------------------
+
+    def document_committed(
+        self, library: str, doc_id: str, version: int, title: str, meta: dict[str, Any],
+        passages: list[dict[str, Any]],
+    ) -> None:
+        with self.graphs.locked(library):
+            if not self.graphs.stats(library)["sources"]:
+                # First document, or a library indexed before it had a graph: build it all.
+                self._sync_documents(library, force_text=True, own={doc_id: passages})
+                return
+            before = self._dictionary(library)
+            declared = declared_index(self.graphs.contribution(library, DECLARED))
+            self.graphs.replace_sources(
+                library, {META_PREFIX + doc_id: metadata_contribution(doc_id, version, title, meta, declared)}
+            )
+            after = self._dictionary(library)
+            if after != before:
+                self._rederive_text(library, after, self.libraries.active_versions(library), {doc_id: passages})
+            else:
+                self.graphs.replace_sources(library, {TEXT_PREFIX + doc_id: self._text(library, doc_id, version, passages, after)})
+
+    def document_deleted(self, library: str, doc_id: str) -> None:
+        with self.graphs.locked(library):
+            before = self._dictionary(library)
+            self.graphs.replace_sources(library, {META_PREFIX + doc_id: None, TEXT_PREFIX + doc_id: None})
+            after = self._dictionary(library)
+            if after != before:
+                self._rederive_text(library, after, self.libraries.active_versions(library), {})
+
+    def library_deleted(self, library: str) -> None:
+        self.graphs.drop(library)
+        with self._guard:
+            self._matchers.pop(library, None)
+
+    # -- building -----------------------------------------------------------------------------
+
+    def _dictionary(self, library: str) -> dict[str, str]:
+        """``norm(name or alias) → node id`` over the text-matched nodes; an alias naming two
+        entities is left out (it cannot say which one a passage means)."""
+        owners: dict[str, set[str]] = {}
+        for node in self.graphs.nodes(library, types=TEXT_MATCHED_TYPES):
+            for a in (node.name, *node.aliases):
+                k = norm(a)
+                if k:
+                    owners.setdefault(k, set()).add(node.id)
+        ambiguous = sorted(k for k, ids in owners.items() if len(ids) > 1)
+        if ambiguous:
+            logger.info("library %s: %d aliases name several entities and are not matched in text",
+                        library, len(ambiguous))
+        return {k: next(iter(ids)) for k, ids in owners.items() if len(ids) == 1}
+
+    def _matcher(self, library: str, dictionary: dict[str, str]) -> AliasMatcher:
+        with self._guard:
+            cached = self._matchers.get(library)
+            if cached is not None and cached[0] == dictionary:
+                return cached[1]
+        matcher = AliasMatcher(dictionary)
+        with self._guard:
+            self._matchers[library] = (dictionary, matcher)
+        return matcher
+
+    def _text(
+        self, library: str, doc_id: str, version: int, passages: Sequence[Mapping[str, Any]], dictionary: dict[str, str]
+    ) -> Contribution:
+        nodes = {n.id: n for n in self.graphs.nodes(library)} if self.extractor is not None else None
+        return text_contribution(doc_id, version, passages, self._matcher(library, dictionary),
+                                 nodes=nodes, extractor=self.extractor)
+
+    def _stored_passages(self, library: str, doc_id: str, version: int) -> list[dict[str, Any]]:
+        """A document's passages as the store holds them (RESTRICTED ones never are; checked
+        again here, as on every way out of the store)."""
+        recs = self.store.scroll(library, Where(kind=KIND_CHUNK, live=True, doc_id=doc_id, version=version))
+        return [
+            {"chunk_id": p["chunk_id"], "page": p["page"], "text": p.get("text", ""), "bbox": p.get("bbox", [])}
+            for p in (r.payload for r in recs) if not is_restricted(p.get("sensitivity"))
+        ]
+
+    def _rederive_text(
+        self, library: str, dictionary: dict[str, str], docs: Mapping[str, int],
+        own: Mapping[str, Sequence[Mapping[str, Any]]], only: set[str] | None = None,
+    ) -> None:
+        """Match the text of ``docs`` (all, or ``only`` these) again; drop text sources of
+        documents that are gone. ``own`` holds passages already at hand."""
+        changes: dict[str, Contribution | None] = {
+            k: None for k in self.graphs.source_keys(library)
+            if k.startswith(TEXT_PREFIX) and k[len(TEXT_PREFIX):] not in docs
+        }
+        for doc_id, version in sorted(docs.items()):
+            if only is not None and doc_id not in only:
+                continue
+            passages = own[doc_id] if doc_id in own else self._stored_passages(library, doc_id, version)
+            changes[TEXT_PREFIX + doc_id] = self._text(library, doc_id, version, passages, dictionary)
+        self.graphs.replace_sources(library, changes)
+
+    def _sync_documents(
+        self, library: str, *, force_text: bool, before: dict[str, str] | None = None,
+        own: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    ) -> None:
+        """Make every document's sources match the manifest (call inside ``locked``): metadata
+        sources always (they resolve against the declared aliases), text sources when the
+        dictionary changed, ``force_text`` is set, or a document has none yet."""
+        if before is None:
+            before = self._dictionary(library)
+        entries = [e for e in self.libraries.doc_entries(library) if e.get("active_version")]
+        docs = {e["doc_id"]: int(e["active_version"]) for e in entries}
+        declared = declared_index(self.graphs.contribution(library, DECLARED))
+        keys = set(self.graphs.source_keys(library))
+        changes: dict[str, Contribution | None] = {
+            k: None for k in keys if k.startswith(META_PREFIX) and k[len(META_PREFIX):] not in docs
+        }
+        for e in entries:
+            meta = e.get("meta") or {}
+            if is_restricted(meta.get("sensitivity")):
+                continue  # never committed; checked again all the same
+            changes[META_PREFIX + e["doc_id"]] = metadata_contribution(
+                e["doc_id"], docs[e["doc_id"]], e.get("title"), meta, declared
+            )
+        self.graphs.replace_sources(library, changes)
+        after = self._dictionary(library)
+        if force_text or after != before:
+            self._rederive_text(library, after, docs, own or {})
+        else:
+            missing = {d for d in docs if TEXT_PREFIX + d not in keys or self._text_version(library, d) not in (None, docs[d])}
+            self._rederive_text(library, after, docs, own or {}, only=missing)
+
+    def _text_version(self, library: str, doc_id: str) -> int | None:
+        c = self.graphs.contribution(library, TEXT_PREFIX + doc_id)
+        return int(c.edges[0].citation.get("version", 0)) if c is not None and c.edges else None
+
+    def _ensure_built(self, library: str) -> None:
+        """A library indexed before it had a graph gets one on first use."""
+        if not self.graphs.exists(library) and self.libraries.active_versions(library):
+            self.rebuild(library)
+
+    def rebuild(self, library: str) -> dict[str, int]:
+        """Derive every document's sources again from the manifest and the stored passages."""
+        self.libraries.open(library)
+        t0 = time.perf_counter()
+        with self.graphs.locked(library):
+            self._sync_documents(library, force_text=True)
+        stats = self.graphs.stats(library)
+        logger.info("graph of library %s rebuilt in %.2fs: %d nodes, %d edges", library,
+                    time.perf_counter() - t0, stats["nodes"], stats["edges"])
+        return stats
+
+    # -- declared relations -------------------------------------------------------------------
+
+    def upload_relations(
+        self, library: str, data: bytes, filename: str = "relations.csv", mode: str = "replace"
+    ) -> dict[str, Any]:
+        """Declare relations from a CSV or JSON file. ``replace`` (default) swaps out the
+        previous upload; ``merge`` adds to it. Validated in full before anything changes."""
+        self.libraries.open(library)
+        if mode not in UPLOAD_MODES:
+            raise InvalidRequestError(f"mode must be one of {', '.join(UPLOAD_MODES)}, got {mode!r}")
+        rows = parse_relations(data, filename)
+        with self.graphs.locked(library):
+            base = self.graphs.contribution(library, DECLARED) if mode == "merge" else None
+            contrib = declared_contribution(rows, filename, base)
+            before = self._dictionary(library)
+            self.graphs.replace_sources(library, {DECLARED: contrib if (contrib.nodes or contrib.edges) else None})
+            self._sync_documents(library, force_text=False, before=before)
+        stats = self.graphs.stats(library)
+        return {
+            "library": library, "file": filename, "mode": mode, "rows": len(rows),
+            "declared": {"entities": len(contrib.nodes), "relations": len(contrib.edges)},
+            "graph": {"nodes": stats["nodes"], "edges": stats["edges"]},
+        }
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def entities(self, library: str, query: str = "", *, type: str | None = None, limit: int = 20) -> list[Node]:
+        self.libraries.open(library)
+        self._ensure_built(library)
+        types = None
+        if type is not None:
+            from ragspine.graph._model import NODE_TYPES
+
+            if type not in NODE_TYPES or type == DOCUMENT:
+                raise InvalidRequestError(f"unknown entity type {type!r}; allowed: {', '.join(NODE_TYPES[:-1])}")
+            types = {type}
+        return self.graphs.find(library, query, types=types, limit=limit)
+
+    def resolve(self, library: str, ref: str) -> Node:
+        """The node ``ref`` names: an id, or a name or alias naming exactly one entity."""
+        node = self.graphs.node(library, ref)
+        if node is not None:
+            return node
+        ids = self.graphs.lookup(library, ref)
+        if len(ids) == 1:
+            found = self.graphs.node(library, ids[0])
+            if found is not None:
+                return found
+        if len(ids) > 1:
+            names = [n for n in (self.graphs.node(library, i) for i in ids) if n is not None]
+            listed = ", ".join(f"{n.id} ({n.name}, {n.type})" for n in names)
+            raise AmbiguousEntityError(f"{ref!r} names {len(ids)} entities in library '{library}': {listed}; "
+                                       "ask by id")
+        similar = self.graphs.find(library, ref, limit=5)
+        hint = ("; did you mean " + ", ".join(f"{n.id} ({n.name})" for n in similar)) if similar else (
+            "; declare relations (POST /v1/libraries/{lib}/graph/relations) or index documents with "
+            "'entity' metadata first".replace("{lib}", library))
+        raise UnknownEntityError(f"no entity {ref!r} in the graph of library '{library}'{hint}")
+
+    def neighbors(
+        self, library: str, ref: str, *, relation: str | Sequence[str] | None = None, depth: int = 1,
+        direction: str = "both", limit: int = DEFAULT_NEIGHBORS, max_citations: int = MAX_CITATIONS_SHOWN,
+    ) -> dict[str, Any]:
+        self.libraries.open(library)
+        relations = relation_list(relation)
+        check_depth(depth)
+        _check_direction(direction)
+        _check_limit(limit, MAX_NEIGHBORS)
+        self._ensure_built(library)
+        origin = self.resolve(library, ref)
+        found, truncated = self.graphs.neighbors(
+            library, origin.id, relations=relations, depth=depth, direction=direction, limit=limit  # type: ignore[arg-type]
+        )
+        return {
+            "entity": origin.to_json(), "relations": list(relations) if relations else None, "depth": depth,
+            "direction": direction, "truncated": truncated,
+            "neighbors": [{**n.node.to_json(), "depth": n.depth,
+                           "path": [e.to_json(max_citations) for e in n.path]} for n in found],
+        }
+
+    def paths(
+        self, library: str, source: str, target: str, *, max_hops: int = DEFAULT_MAX_HOPS,
+        relation: str | Sequence[str] | None = None, max_citations: int = MAX_CITATIONS_SHOWN,
+    ) -> dict[str, Any]:
+        """A shortest path (edges in either direction) of at most ``max_hops``, every edge with
+        its citations; ``found`` is false when there is none that short."""
+        self.libraries.open(library)
+        relations = relation_list(relation)
+        check_depth(max_hops, what="max_hops", high=MAX_PATH_HOPS)
+        self._ensure_built(library)
+        a, b = self.resolve(library, source), self.resolve(library, target)
+        path = self.graphs.shortest_path(library, a.id, b.id, max_hops=max_hops, relations=relations)
+        nodes: list[dict[str, Any]] = []
+        if path is not None:
+            ids = [a.id]
+            for e in path:
+                ids.append(e.target if e.source == ids[-1] else e.source)
+            nodes = [_brief(self.graphs.node(library, i)) for i in ids]
+        return {
+            "from": a.to_json(), "to": b.to_json(), "max_hops": max_hops,
+            "relations": list(relations) if relations else None, "found": path is not None,
+            "hops": len(path) if path is not None else None, "nodes": nodes,
+            "path": [e.to_json(max_citations) for e in path] if path is not None else None,
+        }
+
+    def snapshot(self, library: str) -> dict[str, Any]:
+        self.libraries.open(library)
+        self._ensure_built(library)
+        return self.graphs.snapshot(library)
+
+    # -- search expansion ---------------------------------------------------------------------
+
+    def search(self, req: "SearchRequest", searcher: "Searcher") -> "SearchResponse":
+        """Run ``req`` over the entities its ``expand`` reaches: one filtered retrieval per
+        entity (documents whose metadata names it, and pages that mention it), fused by RRF;
+        every hit carries the path that brought it in, each edge with its citations."""
+        from ragspine.retrieval.search import SearchResponse
+
+        t0 = time.perf_counter()
+        spec = req.expand
+        assert spec is not None
+        relations = relation_list(spec.relation) or DEFAULT_EXPAND_RELATIONS
+        check_depth(spec.depth)
+        _check_direction(spec.direction)
+        base = req.model_copy(update={"expand": None, "allow_unfiltered_fallback": False})
+        searcher.validate(base)
+        reached: list[tuple[str, Node, list[Neighbor]]] = []
+        for lib in req.libraries:
+            self._ensure_built(lib)
+            try:
+                origin = self.resolve(lib, spec.entity)
+            except UnknownEntityError:
+                continue
+            found, _ = self.graphs.neighbors(
+                lib, origin.id, relations=relations, depth=spec.depth, direction=spec.direction,  # type: ignore[arg-type]
+                limit=MAX_EXPANDED_ENTITIES, skip_types=(DOCUMENT,),
+            )
+            items = ([Neighbor(origin, 0, ())] if spec.include_origin else []) + found
+            reached.append((lib, origin, items))
+        if not reached:
+            libs = ", ".join(f"'{lib}'" for lib in req.libraries)
+            raise UnknownEntityError(
+                f"no entity {spec.entity!r} in the graph of {libs}; find one with "
+                "GET /v1/libraries/{lib}/graph/entities?q=..."
+            )
+        hits, degraded, mode = self._expanded(base, searcher, reached)
+        relaxed = False
+        if not hits and req.filters and req.allow_unfiltered_fallback:
+            hits, degraded, mode = self._expanded(base.model_copy(update={"filters": []}), searcher, reached)
+            relaxed = True
+            degraded.append("filters_relaxed: no hit matched the filters; showing results without them "
+                            "(the graph's entity filter still applies)")
+        expansion = {
+            "entity": spec.entity, "relations": list(relations), "depth": spec.depth,
+            "direction": spec.direction, "include_origin": spec.include_origin,
+            "libraries": [
+                {"library_id": lib, "origin": _brief(origin),
+                 "entities": [{**_brief(n.node), "depth": n.depth} for n in items]}
+                for lib, origin, items in reached
+            ],
+        }
+        return SearchResponse(
+            hits=hits, mode=mode, degraded=bool(degraded), degraded_reasons=degraded, filters_relaxed=relaxed,
+            timings_ms={"total": round((time.perf_counter() - t0) * 1000, 3)}, expansion=expansion,
+        )
+
+    def _expanded(
+        self, base: "SearchRequest", searcher: "Searcher", reached: list[tuple[str, Node, list[Neighbor]]]
+    ) -> tuple[list["SearchHit"], list[str], str]:
+        sub_k = min(self.settings.max_top_k, max(EXPAND_CANDIDATE_FACTOR * base.top_k, MIN_EXPAND_CANDIDATES))
+        rankings: list[list[tuple[str, str, int]]] = []
+        first: dict[tuple[str, str, int], SearchHit] = {}
+        vias: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        degraded: list[str] = []
+        # The mode the searcher reports when no retrieval runs (no entity has documents).
+        mode = "bm25" if base.mode in ("bm25", "lexical") else "economy"
+        for lib, origin, items in reached:
+            for nb in items:
+                links = self._doc_links(lib, nb.node.id)
+                if not links:
+                    continue
+                sub = base.model_copy(update={
+                    "libraries": [lib], "top_k": sub_k,
+                    "filters": [*base.filters, {"field": "doc_id", "op": "in", "value": sorted(links)}],
+                })
+                res = searcher.search(sub)
+                mode = res.mode
+                degraded.extend(r for r in res.degraded_reasons if r not in degraded)
+                ranking = []
+                for h in res.hits:
+                    meta_cites, pages = links[h.doc_id]
+                    cites = meta_cites or pages.get(h.page)
+                    if not cites:
+                        continue  # a page of a document that mentions the entity elsewhere
+                    key = (lib, h.doc_id, h.page)
+                    ranking.append(key)
+                    first.setdefault(key, h)
+                    link = Edge(doc_node(h.doc_id), "mentions", nb.node.id, tuple(cites))
+                    vias.setdefault(key, []).append({
+                        "library_id": lib, "from": _brief(origin), "entity": _brief(nb.node), "depth": nb.depth,
+                        "path": [e.to_json(MAX_CITATIONS_SHOWN) for e in (*nb.path, link)],
+                    })
+                rankings.append(ranking)
+        fused = rrf(rankings, k=self.settings.rrf_k)
+        hits = [replace(first[key], scores={**first[key].scores, "fused": score}, via=vias[key])
+                for key, score in fused[: base.top_k]]
+        return hits, degraded, mode
+
+    def _doc_links(self, library: str, entity_id: str) -> dict[str, Link]:
+        """Documents tied to an entity: by metadata (every page) or by text (the pages that
+        mention it), with the citations of each tie."""
+        out: dict[str, Link] = {}
+        for e in self.graphs.edges(library, entity_id, relations=("mentions",), direction="in"):
+            if not e.source.startswith(DOC_NODE_PREFIX) or e.target != entity_id:
+                continue
+            meta = [c for c in e.citations if c.get("kind") == CITE_METADATA]
+            pages: dict[int, list[Mapping[str, Any]]] = {}
+            for c in e.citations:
+                if c.get("kind") == CITE_TEXT:
+                    pages.setdefault(int(c["page"]), []).append(c)
+            out[e.source[len(DOC_NODE_PREFIX):]] = (meta, pages)
+        return out
+
+
+def _brief(node: Node | None) -> dict[str, Any]:
+    if node is None:
+        return {}
+    return {"id": node.id, "name": node.name, "type": node.type}
+
+
+def _check_direction(direction: str) -> None:
+    if direction not in DIRECTIONS:
+        raise InvalidRequestError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+
+
+def _check_limit(limit: int, high: int) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= high:
+        raise InvalidRequestError(f"limit must be an integer from 1 to {high}, got {limit!r}")

