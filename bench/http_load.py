@@ -14,10 +14,11 @@
    issuing ``POST /v1/search`` in BM25 mode with the dataset's questions (queries.jsonl,
    cycled), until ``--requests`` are done or ``--duration`` seconds have passed. Also one
    client alone, for the HTTP cost of a single request.
-4. Baseline in the same run: stop the server, open the same data dir with ``Engine`` in this
-   process, and run the same questions through ``Engine.search`` single-threaded. Print
-   queries/s, p50/p99 latency, errors, and the ratios; check on a sample that HTTP and
-   in-process answers rank the same pages.
+4. Baseline in the same run: with the server stopped, open the same data dir with ``Engine``
+   in this process and run the same questions through ``Engine.search`` single-threaded,
+   once before and once after the HTTP runs (the embedded store is single-process). Print
+   queries/s, p50/p99 latency, errors, and the ratios against both runs together; check on a
+   sample that HTTP and in-process answers rank the same pages.
 
 Only 127.0.0.1 is ever contacted.
 """
@@ -249,7 +250,7 @@ def row(name: str, lat: list[float], seconds: float, errors: int) -> str:
     n = len(lat)
     qps = n / seconds if seconds > 0 else float("nan")
     mean = 1000 * statistics.fmean(lat) if lat else float("nan")
-    return (f"{name:40s} {n:7d} {qps:9.1f} {1000 * pct(lat, 50):8.2f} {1000 * pct(lat, 99):8.2f} "
+    return (f"{name:44s} {n:7d} {qps:9.1f} {1000 * pct(lat, 50):8.2f} {1000 * pct(lat, 99):8.2f} "
             f"{mean:8.2f} {errors:7d}")
 
 
@@ -261,6 +262,8 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=2000, help="search requests in the concurrent run")
     ap.add_argument("--duration", type=float, default=60.0, help="stop the concurrent run after this many s")
     ap.add_argument("--single-requests", type=int, default=300, help="requests of the one-client run")
+    ap.add_argument("--baseline-requests", type=int, default=1000,
+                    help="queries of each in-process baseline run (before and after)")
     ap.add_argument("--top-k", type=int, default=10)
     ap.add_argument("--ingest", choices=["api", "cli"], default="api")
     ap.add_argument("--data-dir", type=Path, default=None, help="keep the index here (default: a temp dir)")
@@ -270,8 +273,9 @@ def main() -> int:
         print(f"no dataset at {args.data} (expected documents/*.pdf and queries.jsonl); pass --data",
               file=sys.stderr)
         return 2
-    if args.clients < 1 or args.requests < 1 or args.duration <= 0:
-        print("--clients, --requests and --duration must be positive", file=sys.stderr)
+    if min(args.clients, args.requests, args.single_requests, args.baseline_requests) < 1 or args.duration <= 0:
+        print("--clients, --requests, --single-requests, --baseline-requests and --duration must be positive",
+              file=sys.stderr)
         return 2
 
     files = sorted((args.data / "documents").glob("*.pdf"))[: args.docs]
@@ -283,20 +287,25 @@ def main() -> int:
     else:
         data_dir = args.data_dir
     log_path = (tmp or data_dir.parent) / "serve.log"
+    n_inproc = args.baseline_requests
     try:
         if args.ingest == "cli":
             pages, failed, ingest_s = ingest_cli(data_dir, files)
-        with serve(data_dir, log_path) as base:
-            if args.ingest == "api":
+        else:
+            with serve(data_dir, log_path) as base:
                 pages, failed, ingest_s = ingest_api(base, files)
+        # The in-process baseline runs before and after the HTTP runs (the embedded store is
+        # single-process, so never at the same time): both are printed, so drift shows.
+        lat_a, total_a, inproc_sample = in_process(data_dir, queries, n_inproc, args.top_k, args.sample)
+        with serve(data_dir, log_path) as base:
             http_sample = http_answers(base, queries[: args.sample], args.top_k)  # also warms up
             single = drive(base, queries, 1, args.single_requests, args.duration, args.top_k)
             many = drive(base, queries, args.clients, args.requests, args.duration, args.top_k)
-        n_inproc = max(len(many.latencies), len(single.latencies), 1)
-        lat, total, inproc_sample = in_process(data_dir, queries, n_inproc, args.top_k, args.sample)
+        lat_b, total_b, _ = in_process(data_dir, queries, n_inproc, args.top_k, 0)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+    lat, total = lat_a + lat_b, total_a + total_b
 
     same = sum(a == b for a, b in zip(http_sample, inproc_sample))
     print(f"dataset: {args.data}  ({len(files)} PDFs, {pages} pages indexed, {failed} failed; "
@@ -305,8 +314,10 @@ def main() -> int:
           f"(uvicorn, 1 process) on {HOST}")
     print(f"ingest via {args.ingest}: {pages} pages in {ingest_s:.1f} s = {pages / ingest_s:.1f} pages/s")
     print()
-    print(f"{'search path':40s} {'ok':>7s} {'q/s':>9s} {'p50 ms':>8s} {'p99 ms':>8s} {'mean ms':>8s} {'errors':>7s}")
-    print(row("in-process Engine.search, 1 thread", lat, total, 0))
+    print(f"{'search path':44s} {'ok':>7s} {'q/s':>9s} {'p50 ms':>8s} {'p99 ms':>8s} {'mean ms':>8s} {'errors':>7s}")
+    print(row("in-process Engine.search, 1 thread, before", lat_a, total_a, 0))
+    print(row("in-process Engine.search, 1 thread, after", lat_b, total_b, 0))
+    print(row("in-process Engine.search, 1 thread, both", lat, total, 0))
     print(row("HTTP, 1 client", single.latencies, single.seconds, sum(single.errors.values())))
     print(row(f"HTTP, {args.clients} concurrent clients", many.latencies, many.seconds, sum(many.errors.values())))
     in_qps = len(lat) / total

@@ -209,11 +209,18 @@ def _jsonl(path: Path) -> Iterable[dict]:
                 yield json.loads(line)
 
 
-def page_sources(data: Path) -> list[tuple[str, Path]]:
-    """Real page-text sets, in the order pages are taken: MMLongBench first."""
-    out = [("mmlongbench_dev", data / "mmlongbench_dev" / "pages_text.jsonl")]
-    for name in ("tatqa_dev", "cranfield", "cmrc2018_dev_retrieval"):
-        out.append((name, data / "text" / name / "corpus.jsonl"))
+#: Real page-text sets, in the order pages are taken: MMLongBench first.
+SOURCES = ("mmlongbench_dev", "tatqa_dev", "cranfield", "cmrc2018_dev_retrieval")
+DEFAULT_SOURCES = ("mmlongbench_dev", "tatqa_dev", "cranfield")
+
+
+def page_sources(data: Path, names: Iterable[str] = DEFAULT_SOURCES) -> list[tuple[str, Path]]:
+    out = []
+    for name in names:
+        if name == "mmlongbench_dev":
+            out.append((name, data / "mmlongbench_dev" / "pages_text.jsonl"))
+        else:
+            out.append((name, data / "text" / name / "corpus.jsonl"))
     return [(n, p) for n, p in out if p.exists()]
 
 
@@ -243,7 +250,9 @@ def source_key(name: str, path: Path, extra: str = "") -> str:
     return f"{name}-{h.hexdigest()[:10]}"
 
 
-def build_caches(data: Path, cache_dir: Path) -> tuple[list[TokenCache], TokenCache, list[str]]:
+def build_caches(
+    data: Path, cache_dir: Path, sources: Iterable[str] = DEFAULT_SOURCES
+) -> tuple[list[TokenCache], TokenCache, list[str]]:
     qpath = data / "mmlongbench_dev" / "queries.jsonl"
     qrows = list(_jsonl(qpath))
     qids, qtexts = [r["_id"] for r in qrows], [r["text"] for r in qrows]
@@ -251,21 +260,317 @@ def build_caches(data: Path, cache_dir: Path) -> tuple[list[TokenCache], TokenCa
         cache_dir, source_key("queries", qpath, "q"), lambda: embed_texts(qtexts, qids, queries=True)
     )
     pages = []
-    for name, path in page_sources(data):
+    found = page_sources(data, sources)
+    for name, path in found:
         ids, texts = load_source(name, path)
         pages.append(cached(cache_dir, source_key(name, path), lambda: embed_texts(texts, ids)))
-    return pages, queries, [n for n, _ in page_sources(data)]
+    return pages, queries, [n for n, _ in found]
 
 
-def main_embed_only(args: argparse.Namespace) -> None:
-    build_caches(args.data, args.cache)
+
+# -- page multivectors ------------------------------------------------------------------------
+
+
+def projection() -> np.ndarray:
+    """Fixed Gaussian projection ``(384, DIM)`` (seed ``PROJECTION_SEED``)."""
+    rng = np.random.default_rng(PROJECTION_SEED)
+    return (rng.normal(size=(MINILM_DIM, DIM)) / np.sqrt(DIM)).astype(np.float32)
+
+
+def _project(x: np.ndarray, proj: np.ndarray) -> np.ndarray:
+    y = x.astype(np.float32) @ proj  # (n, DIM)
+    return (y / np.linalg.norm(y, axis=1, keepdims=True)).astype(np.float32)
+
+
+IMAGE_MASK = np.array([True] * (GRID * GRID) + [False] * N_TEXT_TOKENS)
+
+
+def page_multivector(tokens: np.ndarray, cls: np.ndarray, proj: np.ndarray) -> np.ndarray:
+    """``(GRID**2 + N_TEXT_TOKENS, DIM)``: word pieces on the grid (repeated to fill), then the
+    window ``[CLS]`` vectors as the non-image tokens."""
+    grid = np.resize(_project(tokens, proj), (GRID * GRID, DIM))  # (1024, DIM), row-major grid
+    text = np.resize(_project(cls, proj), (N_TEXT_TOKENS, DIM))  # (6, DIM)
+    return np.concatenate([grid, text]).astype(np.float32)  # (1030, DIM)
+
+
+@dataclass
+class Corpus:
+    """Pages by index: real pages first, then spliced ones."""
+
+    caches: list[TokenCache]
+    proj: np.ndarray
+    n_real: int
+    splices: np.ndarray  # (n_spliced, 2) real page indices (first half of a, second half of b)
+
+    @classmethod
+    def build(cls, caches: list[TokenCache], proj: np.ndarray, size: int) -> "Corpus":
+        n_real = sum(len(c.ids) for c in caches)
+        rng = np.random.default_rng(1)
+        n_spliced = max(0, size - n_real)
+        splices = rng.integers(0, n_real, size=(n_spliced, 2))
+        return cls(caches, proj, n_real, splices)
+
+    def _real(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        for c in self.caches:
+            if i < len(c.ids):
+                return c.tokens(i), c.cls_tokens(i)
+            i -= len(c.ids)
+        raise IndexError(i)
+
+    def page(self, i: int) -> np.ndarray:
+        if i < self.n_real:
+            tokens, cls = self._real(i)
+        else:
+            a, b = (int(x) for x in self.splices[i - self.n_real])
+            (ta, ca), (tb, cb) = self._real(a), self._real(b)
+            tokens = np.concatenate([ta[: max(1, len(ta) // 2)], tb[len(tb) // 2 :]])
+            cls = np.concatenate([ca[:1], cb[-1:]])
+        return page_multivector(tokens, cls, self.proj)
+
+
+def query_multivectors(queries: TokenCache, proj: np.ndarray, n: int) -> list[np.ndarray]:
+    return [_project(queries.tokens(i), proj) for i in range(min(n, len(queries.ids)))]
+
+
+# -- the measurement ----------------------------------------------------------------------------
+
+FULL = "page_full"
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """One pooled field: its name and how it is made from a page multivector."""
+
+    name: str
+    describe: str
+
+    def pool(self, page: np.ndarray) -> np.ndarray:
+        from ragspine.retrieval.multivector import pool_hierarchical, pool_rows_cols
+
+        if self.name == "rowcol":
+            return pool_rows_cols(page, IMAGE_MASK, (GRID, GRID))  # (70, DIM)
+        if self.name == "rowcol_textmean":
+            return pool_rows_cols(page, IMAGE_MASK, (GRID, GRID), text_tokens="mean")  # (65, DIM)
+        if self.name.startswith("hier"):
+            factor = int(self.name[4:])
+            img = pool_hierarchical(page[IMAGE_MASK], factor)  # (1024 / factor, DIM)
+            return np.concatenate([img, page[~IMAGE_MASK]]).astype(np.float32)
+        raise ValueError(f"unknown pooling {self.name!r}")
+
+
+POOLINGS = {
+    "rowcol": Pooling("rowcol", "32 row + 32 column means + 6 text tokens = 70 vectors"),
+    "rowcol_textmean": Pooling("rowcol_textmean", "32 row + 32 column means + mean of text = 65"),
+    "hier16": Pooling("hier16", "hierarchical, factor 16: 64 clusters + 6 text tokens = 70"),
+    "hier32": Pooling("hier32", "hierarchical, factor 32: 32 clusters + 6 text tokens = 38"),
+}
+
+
+def field(p: str) -> str:
+    return f"page_pooled_{p}"
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _pct(xs: list[float], p: float) -> float:
+    return float(np.percentile(np.array(xs), p)) if xs else float("nan")
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    from ragspine.retrieval.multivector import maxsim_many
+    from ragspine.store.base import CollectionSpec, DenseField, PointData, Where
+    from ragspine.store.edge import EdgeStore
+
+    caches, qcache, names = build_caches(args.data, args.cache, args.sources)
+    proj = projection()
+    n_real = sum(len(c.ids) for c in caches)
+    sizes = sorted(n_real if s == "all" else int(s) for s in args.sizes.split(","))
+    corpus = Corpus.build(caches, proj, sizes[-1])
+    queries = query_multivectors(qcache, proj, args.queries)
+    poolings = [POOLINGS[p] for p in args.pooling.split(",")]
+    hier_limit = args.hier_pages  # hierarchical pooling is slow: only the first pages get it
+    print(
+        f"# vectors: all-MiniLM-L6-v2 token embeddings of real page text ({', '.join(names)}: "
+        f"{n_real} pages; beyond that, spliced pages), projected 384->{DIM} (Gaussian, seed "
+        f"{PROJECTION_SEED}), L2-normalised; {GRID}x{GRID} patch grid in reading order padded by "
+        f"repetition + {N_TEXT_TOKENS} [CLS] tokens = {GRID * GRID + N_TEXT_TOKENS} tokens/page. "
+        f"Queries: {len(queries)} MMLongBench dev questions, "
+        f"{np.mean([len(q) for q in queries]):.1f} tokens on average."
+    )
+    for p in poolings:
+        print(f"# pooling {p.name}: {p.describe}; HNSW on pooled field: {args.pooled_hnsw}")
+    sys.stdout.flush()
+
+    root = args.cache / "edge-store"
+    if root.exists():
+        import shutil
+
+        shutil.rmtree(root)
+    store = EdgeStore(root, search_threads=args.search_threads)
+    dense = [DenseField(FULL, DIM, multivector=True, hnsw=False)]
+    for p in poolings:
+        dense.append(
+            DenseField(
+                field(p.name),
+                DIM,
+                multivector=True,
+                hnsw=args.pooled_hnsw,
+                hnsw_ef_construct=args.ef_construct if args.pooled_hnsw else None,
+            )
+        )
+    store.create_collection("bench", CollectionSpec(sparse_idf=(), dense=tuple(dense)))
+    results: list[dict] = []
+    done = 0
+    for size in sizes:
+        t0 = time.perf_counter()
+        pool_s = 0.0
+        for b in range(done, size, args.batch):
+            pts = []
+            for i in range(b, min(size, b + args.batch)):
+                page = corpus.page(i)  # (1030, DIM)
+                vecs = {FULL: page}
+                tp = time.perf_counter()
+                for p in poolings:
+                    if p.name.startswith("hier") and i >= hier_limit:
+                        continue
+                    vecs[field(p.name)] = p.pool(page)
+                pool_s += time.perf_counter() - tp
+                pts.append(PointData(str(i), {"kind": "page", "i": i}, dense=vecs))  # type: ignore[arg-type]
+            store.upsert("bench", [PointData(_uuid(p.id), p.payload, dense=p.dense) for p in pts])
+        ingest_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        store.optimize("bench")
+        optimize_s = time.perf_counter() - t1
+        done = size
+        disk = _dir_bytes(root)
+        logger.info("size %d: ingest %.0fs (pooling %.0fs), optimize %.0fs", size, ingest_s, pool_s, optimize_s)
+
+        where = Where(kind="page")
+        if size == sizes[0] and args.check_numpy:
+            pages = [corpus.page(i) for i in range(size)]
+            for q in queries[:3]:
+                hits = store.search_multivector("bench", q, where, 10, full_field=FULL)
+                want = maxsim_many(q, pages)
+                top = [int(i) for i in np.argsort(-want, kind="stable")[:10]]
+                got = [h.payload["i"] for h in hits]
+                err = max(abs(h.score - want[h.payload["i"]]) for h in hits)
+                print(f"# numpy check at {size}: top10 equal={got == top}, max |score diff|={err:.2e}")
+            del pages
+
+        configs = [
+            (p, pl)
+            for p in poolings
+            if not (p.name.startswith("hier") and size > hier_limit)
+            for pl in args.prefetch
+        ]
+        lat_ex: list[float] = []
+        lat: dict[tuple[str, int], list[float]] = {(p.name, pl): [] for p, pl in configs}
+        rec: dict[tuple[str, int], list[float]] = {(p.name, pl): [] for p, pl in configs}
+        for qi, q in enumerate(queries):
+            warm = qi < args.warmup
+            t = time.perf_counter()
+            ex = store.search_multivector("bench", q, where, 10, full_field=FULL)
+            dt = time.perf_counter() - t
+            if not warm:
+                lat_ex.append(dt)
+            truth = {h.id for h in ex}
+            for p, pl in configs:
+                t = time.perf_counter()
+                two = store.search_multivector(
+                    "bench", q, where, 10, full_field=FULL, pooled_field=field(p.name),
+                    prefetch_limit=pl, hnsw_ef=args.hnsw_ef,
+                )
+                dt = time.perf_counter() - t
+                if not warm:
+                    lat[(p.name, pl)].append(dt)
+                rec[(p.name, pl)].append(len(truth & {h.id for h in two}) / max(1, len(truth)))
+        ex_p50 = _pct(lat_ex, 50)
+        print(f"\n## {size} pages ({min(size, n_real)} real, {max(0, size - n_real)} spliced): "
+              f"ingest {ingest_s:.0f} s (pooling {pool_s:.0f} s), optimize {optimize_s:.0f} s, "
+              f"shard on disk {disk / size / 1024:.0f} KiB/page")
+        print("| search | pooled | prefetch | p50 ms | p90 ms | speed-up (p50) | recall@10 vs exhaustive |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        print(f"| exhaustive MaxSim | - | - | {ex_p50 * 1e3:.1f} | {_pct(lat_ex, 90) * 1e3:.1f} | 1.0x | 1.000 |")
+        row = {"size": size, "n_real": min(size, n_real), "exhaustive_p50_ms": ex_p50 * 1e3,
+               "exhaustive_p90_ms": _pct(lat_ex, 90) * 1e3, "ingest_s": ingest_s,
+               "optimize_s": optimize_s, "disk_bytes_per_page": disk / size, "two_stage": []}
+        for p, pl in configs:
+            p50 = _pct(lat[(p.name, pl)], 50)
+            r = float(np.mean(rec[(p.name, pl)]))
+            print(f"| two-stage | {p.name} | {pl} | {p50 * 1e3:.1f} | {_pct(lat[(p.name, pl)], 90) * 1e3:.1f} "
+                  f"| {ex_p50 / p50:.1f}x | {r:.3f} |")
+            row["two_stage"].append({"pooling": p.name, "prefetch": pl, "p50_ms": p50 * 1e3,
+                                     "p90_ms": _pct(lat[(p.name, pl)], 90) * 1e3,
+                                     "speedup": ex_p50 / p50, "recall_at_10": r})
+        sys.stdout.flush()
+        results.append(row)
+    store.close()
+    print_bytes(poolings)
+    return results
+
+
+def _uuid(i: str) -> str:
+    import uuid
+
+    return str(uuid.UUID(int=int(i) + 1))
+
+
+def print_bytes(poolings: list[Pooling]) -> None:
+    """Vector bytes per page (vector data only; Qdrant adds offsets and ids, see disk figure)."""
+    from ragspine.retrieval.multivector import quantize_binary, quantize_int8
+
+    n = GRID * GRID + N_TEXT_TOKENS
+    page = np.random.default_rng(0).normal(size=(n, DIM)).astype(np.float32)
+    rows = [
+        ("full, float32", n * DIM * 4),
+        ("full, float16", n * DIM * 2),
+        ("full, scalar int8 (Qdrant: 1 B/dim + per-vector correction)", n * DIM + n * 4),
+        ("full, int8 per-vector scale (retrieval.multivector)", quantize_int8(page).nbytes),
+        ("full, binary (1 bit/dim)", quantize_binary(page).nbytes),
+    ]
+    sizes = {"rowcol": 70, "rowcol_textmean": 65, "hier16": 70, "hier32": 38}
+    for p in poolings:
+        rows.append((f"pooled {p.name} ({sizes[p.name]} vectors), float32", sizes[p.name] * DIM * 4))
+    print(f"\n## bytes per page ({n} tokens x {DIM} dims)")
+    print("| representation | bytes/page | vs full float32 |")
+    print("|---|---:|---:|")
+    for name, b in rows:
+        print(f"| {name} | {b:,} | {b / (n * DIM * 4):.3f} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="token cache + Edge shard")
+    ap.add_argument("--sources", type=lambda s: tuple(s.split(",")), default=DEFAULT_SOURCES,
+                    help=f"page-text sets, any of {','.join(SOURCES)}")
+    ap.add_argument("--sizes", default="1000,2000,all", help="corpus sizes; 'all' = every real page")
+    ap.add_argument("--queries", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=3, help="first queries not timed")
+    ap.add_argument("--pooling", default="rowcol", help=f"any of {','.join(POOLINGS)}")
+    ap.add_argument("--hier-pages", type=int, default=1000,
+                    help="hierarchical pooling only for the first N pages (0.3 s/page on 2 cores)")
+    ap.add_argument("--prefetch", type=lambda s: [int(x) for x in s.split(",")], default=[200, 400])
+    ap.add_argument("--pooled-hnsw", action="store_true",
+                    help="HNSW graph on the pooled field (slow to build for multivectors)")
+    ap.add_argument("--ef-construct", type=int, default=100)
+    ap.add_argument("--hnsw-ef", type=int, default=None)
+    ap.add_argument("--search-threads", type=int, default=0)
+    ap.add_argument("--batch", type=int, default=100)
+    ap.add_argument("--check-numpy", action="store_true", help="compare Edge MaxSim with numpy")
+    ap.add_argument("--embed-only", action="store_true", help="build the token cache and stop")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+    if args.embed_only:
+        build_caches(args.data, args.cache, args.sources)
+        return
+    results = run(args)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    ap.add_argument("--embed-only", action="store_true")
-    a = ap.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    main_embed_only(a)
+    main()

@@ -227,6 +227,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     if r.pages_dropped:
                         what += f", pages {r.pages_dropped} dropped by policy"
                 print(f"demo: {doc.path.name}: {what}", file=sys.stderr)
+            from ragspine.demo.corpus import demo_relations_csv
+
+            g = engine.graph.upload_relations(DEMO_LIBRARY, demo_relations_csv().encode(), "demo-relations.csv")
+            print(f"demo: relations: {g['rows']} declared; graph has {g['graph']['nodes']} nodes, "
+                  f"{g['graph']['edges']} edges", file=sys.stderr)
         finally:
             engine.close()
     base = f"http://{args.host}:{args.port}"
@@ -322,6 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--create", metavar="NAME")
     g.add_argument("--delete", metavar="NAME")
     s.set_defaults(func=cmd_libraries)
+
+    from ragspine.graph._cli import add_graph_commands  # argparse only; the engine loads per command
+
+    add_graph_commands(sub, _settings, _fail)
     return p
 
 

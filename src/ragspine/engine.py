@@ -12,6 +12,7 @@ from typing import Any
 
 from ragspine.config import Settings
 from ragspine.errors import DocumentNotFoundError, NotFoundError
+from ragspine.graph import GraphService
 from ragspine.indexing.library import Libraries, LibraryRecord, check_doc_id
 from ragspine.indexing.pipeline import Indexer, IngestResult, Thumbnails
 from ragspine.retrieval.bm25 import BM25Params
@@ -32,6 +33,9 @@ class Engine:
         self.thumbnails = Thumbnails(settings.data_dir)
         self.indexer = Indexer(settings, self.store, self.libraries, self.thumbnails)
         self.searcher = Searcher(settings, self.store, self.libraries)
+        #: The relation graph, kept in step with the index (its listener).
+        self.graph = GraphService(settings, self.store, self.libraries)
+        self.indexer.listeners.append(self.graph)
         self._recovered: set[str] = set()
 
     # -- libraries ----------------------------------------------------------------------------
@@ -97,9 +101,12 @@ class Engine:
             req = SearchRequest.model_validate(req)
         for lib in req.libraries:
             self.library(lib)
+        if req.expand is not None:
+            return self.graph.search(req, self.searcher)
         return self.searcher.search(req)
 
     def close(self) -> None:
+        self.graph.close()
         self.store.close()
 
 

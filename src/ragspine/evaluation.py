@@ -177,6 +177,7 @@ def _ingest_beir(
     """Index the corpus; returns ``doc_id → corpus id`` and counts."""
     docs = list(_jsonl(ds.root / "corpus.jsonl"))
     to_corpus: dict[str, str] = {}
+    taken: set[str] = set()
     empty = dropped = 0
     bar = _bar(len(docs), "ingest", progress)
     for d in docs:
@@ -184,7 +185,8 @@ def _ingest_beir(
         title = str(d.get("title") or "").strip()
         body = str(d.get("text") or "")
         text = f"{title}\n\n{body}" if with_title and title else body
-        doc_id = _safe_doc_id(cid, set(to_corpus))
+        doc_id = _safe_doc_id(cid, taken)
+        taken.add(doc_id)
         if not text.strip():
             empty += 1
         else:
@@ -207,8 +209,10 @@ def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool) -> tupl
     pages = indexed = 0
     failed: list[str] = []
     bar = _bar(len(files), "ingest", progress)
+    taken: set[str] = set()
     for f in files:
-        doc_id = _safe_doc_id(f.stem, set(to_file))
+        doc_id = _safe_doc_id(f.stem, taken)
+        taken.add(doc_id)
         try:
             res = engine.ingest(library, f, {"doc_id": doc_id})
         except DocumentError as exc:
@@ -394,8 +398,11 @@ def evaluate_variants(
             run, empty, search_seconds = _run_queries(
                 searcher, library, ds, names, judged, mode, top_k, progress
             )
-            qrels = ranx.Qrels({q: dict(ds.qrels[q]) for q in judged})
-            scores = ranx.evaluate(qrels, ranx.Run(run), list(METRICS), make_comparable=True)
+            if any(run.values()):
+                qrels = ranx.Qrels({q: dict(ds.qrels[q]) for q in judged})
+                scores = ranx.evaluate(qrels, ranx.Run(run), list(METRICS), make_comparable=True)
+            else:  # ranx cannot build a run without a single hit; every metric is 0 then
+                scores = {m: 0.0 for m in METRICS}
             out: dict[str, Any] = {
                 "dataset": ds.name,
                 "layout": ds.layout,

@@ -43,7 +43,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     """``tiny_model_dir(kind)`` -> folder of the tiny model ``kind``, built on first use."""
+    import torch
+
     from ragspine.models import testing
+
+    # Tiny matrices: one thread is fastest, and several spin-wait badly on a loaded 2-core box.
+    torch.set_num_threads(1)
 
     root = tmp_path_factory.mktemp("tiny-models")
     built: dict[str, Path] = {}

@@ -8,7 +8,7 @@ import pytest
 from ragspine.models._extras import PAGE_MODEL_PACKAGES, SENTENCE_TRANSFORMERS_PACKAGES, missing
 
 REQUIRE_ENV = "RAGSPINE_TEST_REQUIRE_GPU_EXTRA"
-MISSING = missing(PAGE_MODEL_PACKAGES + SENTENCE_TRANSFORMERS_PACKAGES)
+MISSING = missing(tuple(dict.fromkeys(PAGE_MODEL_PACKAGES + SENTENCE_TRANSFORMERS_PACKAGES)))
 #: Module-level mark for test files that load models (see conftest.py for CI's guard).
 needs_gpu_extra = pytest.mark.skipif(
     bool(MISSING), reason=f"the gpu extra is not installed ({', '.join(MISSING)} missing)"
@@ -22,7 +22,7 @@ QUERIES = [
     "which region led quarterly sales growth since 2019, and by how much in percent?",
     "x",
     "net income in millions of dollars",
-    "",
+    "  ?  ",
 ]
 
 

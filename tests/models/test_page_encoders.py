@@ -14,13 +14,21 @@ from typing import Any
 import numpy as np
 import pytest
 
-from models_kit import QUERIES, needs_gpu_extra
+from models_kit import PAGE_FAMILIES, QUERIES, needs_gpu_extra
 from ragspine.errors import InvalidRequestError
 from ragspine.models import EncodedPage, ModelLoadError, PageEncoder, load_page_encoder
 
 pytestmark = needs_gpu_extra
 
 DIM = 128  # colpali-engine's projection width for all four families
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
 
 
 def test_pages_shapes_types_and_grid(page_encoder: Any, page_images: list[Any]) -> None:
@@ -94,6 +102,8 @@ def test_bad_input_is_a_clear_error(page_encoder: Any) -> None:
         page_encoder.encode_pages(["page.png"])
     with pytest.raises(InvalidRequestError, match="single str"):
         page_encoder.encode_queries("revenue")
+    with pytest.raises(InvalidRequestError, match=r"queries \[1\] are empty"):
+        page_encoder.encode_queries(["revenue", "  "])
     assert page_encoder.encode_pages([]) == []
     assert page_encoder.encode_queries([]) == []
 
@@ -172,8 +182,11 @@ def test_bad_options_are_refused(tiny_model_dir: Any, kwargs: dict[str, str], me
         load_page_encoder(str(tiny_model_dir("colqwen2")), **kwargs)
 
 
-def test_eager_attention_matches_sdpa(tiny_model_dir: Any, page_images: list[Any]) -> None:
-    folder = str(tiny_model_dir("colqwen2_5"))
+@pytest.mark.parametrize("family", PAGE_FAMILIES)
+def test_eager_attention_matches_sdpa(
+    tiny_model_dir: Any, page_images: list[Any], family: str
+) -> None:
+    folder = str(tiny_model_dir(family))
     sdpa = load_page_encoder(folder, device="cpu", attn_implementation="sdpa")
     eager = load_page_encoder(folder, device="cpu", attn_implementation="eager")
     a, b = sdpa.encode_pages(page_images[:2]), eager.encode_pages(page_images[:2])
@@ -199,6 +212,7 @@ def test_revision_tracks_the_weights(tiny_model_dir: Any, tmp_path: Path) -> Non
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU")
 def test_cuda_bf16_by_default(tiny_model_dir: Any, page_images: list[Any]) -> None:
     import torch
 

@@ -55,6 +55,8 @@ PROTECTED = [
     ("GET", "/v1/libraries/liba/documents/liba-doc/pages/1/thumbnail", None),
     ("GET", "/v1/jobs/0123", None),
     ("POST", "/v1/search", {"query": "revenue", "libraries": ["liba"]}),
+    ("GET", "/v1/libraries/liba/graph/entities", None),
+    ("GET", "/v1/libraries/liba/graph/paths?from=a&to=b", None),
 ]
 
 
@@ -125,6 +127,9 @@ def test_listing_shows_only_allowed_libraries(ac: TestClient) -> None:
         # A library that does not exist is just as forbidden: the key learns nothing.
         ("GET", "/v1/libraries/ghost/documents", None),
         ("POST", "/v1/search", {"query": "bonobo", "libraries": ["liba", "ghost"]}),
+        ("GET", "/v1/libraries/libb/graph/entities", None),
+        ("GET", "/v1/libraries/libb/graph/entities/x/neighbors", None),
+        ("GET", "/v1/libraries/libb/graph/paths?from=a&to=b", None),
     ],
 )
 def test_403_outside_the_keys_libraries(ac: TestClient, method: str, url: str, body: object) -> None:

@@ -195,6 +195,7 @@ def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}
 
 
+@pytest.mark.integration
 def test_installed_entry_point(cli_data: Path, tmp_path: Path, pdf_dir: Path) -> None:
     """The real script: --version, an ingest with RAGSPINE_DATA_DIR, a JSON search, a bad call."""
     cmd = ragspine_command()

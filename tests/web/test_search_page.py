@@ -254,10 +254,11 @@ def test_html_and_script_payloads_render_as_text(web: Watched) -> None:
     assert "<script>alert(2)</script>" in passage and "onerror=alert(3)" in passage, passage
     chips = page.eval_on_selector_all("#filters .chip[data-field=entity]", "els => els.map(e => e.textContent)")
     assert "<svg onload=alert(5)>" in chips
+    web.shot("09-xss-results-as-text")
     card.locator(".thumb-button").click()
     page.wait_for_selector("#viewer[open] .page-frame.large[data-state=ready]")
     assert page.inner_text("#viewer-title") == XSS_TITLE
-    web.shot("09-xss-as-text")
+    web.shot("10-xss-viewer-as-text")
     page.keyboard.press("Escape")
 
     # The query itself is echoed (in the summary, and in the empty-state message): as text too.
@@ -282,12 +283,24 @@ def test_degraded_answers_and_errors_are_shown(web: Watched) -> None:
     notice = page.locator(".notice[data-kind=degraded]")
     assert "Degraded answer" in notice.inner_text()
     assert "visual_unavailable" in notice.inner_text()
-    web.shot("10-degraded")
+    web.shot("11-degraded")
     page.select_option("#mode", "vector")  # re-runs the last search
     page.wait_for_selector("#results[data-state=error]", state="attached")
     err = page.locator(".notice.error")
-    assert "page model" in err.inner_text() and err.get_attribute("data-status") == "400"
-    web.shot("11-error-detail")
+    assert "page model" in err.inner_text()  # the problem's detail, as the API wrote it
+    assert 400 <= int(err.get_attribute("data-status") or 0) < 500
+    web.shot("12-error-detail")
+
+
+def test_explain_toggle_exists_only_when_readyz_reports_a_page_model(web: Watched) -> None:
+    page = web.open()
+    search(web, "revenue")
+    assert page.is_hidden("#explain")  # the real /readyz: no page model configured
+    ready = {"status": "ready", "checks": {"store": "ok", "page_model": "ok: test-model"}}
+    page.route("**/readyz", lambda route: route.fulfill(json=ready))
+    web.open()
+    search(web, "revenue")
+    assert page.is_visible("#explain")
 
 
 # -- API keys: a second server with RAGSPINE_API_KEYS ----------------------------------------
@@ -322,7 +335,7 @@ def test_api_key_is_kept_in_session_storage_and_sent_as_bearer(browser: Any, key
         err = page.locator(".notice.error[data-status='401']")
         assert "an API key is required" in err.inner_text()
         assert page.get_attribute("#key-panel", "open") is not None
-        web.shot("12-api-key-required")
+        web.shot("13-api-key-required")
         page.fill("#api-key", KEY)
         before = len(sent)
         page.press("#api-key", "Enter")

@@ -1108,3 +1108,28 @@ def _copy_request(req: dict[str, Any]) -> dict[str, Any]:
     if "filters" in req:
         out["filters"] = [dict(f) for f in req["filters"]]
     return out
+
+
+# -- declared relations -------------------------------------------------------------------------
+
+#: The company group's relations as a user would declare them (``POST
+#: /v1/libraries/demo/graph/relations``): parent, subsidiaries and segment, the peer and its
+#: segment, and how the metrics derive from each other; Chinese names as aliases. Each row cites
+#: the public page that states it. Row numbers (header = row 1) are pinned by the graph tests.
+_DEMO_RELATIONS_CSV = """\
+source,relation,target,provenance,source_type,target_type,source_aliases,target_aliases
+Acme Robotics,subsidiary_of,Acme Holdings,"Acme Robotics Annual Report 2023, p.1: 'A subsidiary of Acme Holdings'",subsidiary,company,阿克米机器人,阿克米控股
+Acme Energy,subsidiary_of,Acme Holdings,"阿克米能源有限公司2023年经营统计公报, p.1: 公司是阿克米控股的全资子公司",subsidiary,company,阿克米能源|阿克米能源有限公司,
+Acme Services,subsidiary_of,Acme Holdings,"Acme Holdings Annual Report 2023, p.2: segment reporting",segment,company,,
+Globex Automation,subsidiary_of,Globex Corp,"Globex Corp 2022 Annual Report, p.1: revenue by segment",segment,company,,Globex
+Globex Corp,peer_of,Acme Holdings,"Acme Holdings Annual Report 2023, p.6: 'Globex Corp, the closest listed peer'",company,company,,
+Globex Automation,peer_of,Acme Robotics,"Acme Holdings Annual Report 2023, p.6, Table 6: Acme Robotics against Globex Automation",segment,subsidiary,,
+operating margin,derived_from,operating profit,"definition: operating margin = operating profit / revenue",metric,metric,营业利润率|operating margins,营业利润
+operating margin,derived_from,revenue,"definition: operating margin = operating profit / revenue",metric,metric,,营业收入
+"""
+
+
+def demo_relations_csv() -> str:
+    """The demo library's declared relations, as CSV text (header
+    ``source,relation,target,provenance`` plus types and ``|``-separated aliases)."""
+    return _DEMO_RELATIONS_CSV

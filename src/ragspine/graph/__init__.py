@@ -15,8 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ragspine.graph._extract import ExtractedRelation, RelationExtractor
-    from ragspine.graph._model import ENTITY_TYPES, MAX_DEPTH, MAX_PATH_HOPS, RELATIONS, Edge, Node
-    from ragspine.graph._service import GraphService
+    from ragspine.graph._declared import MAX_RELATIONS_BYTES
+    from ragspine.graph._model import (
+        DEFAULT_MAX_HOPS,
+        ENTITY_TYPES,
+        MAX_DEPTH,
+        MAX_PATH_HOPS,
+        RELATIONS,
+        Edge,
+        Node,
+    )
+    from ragspine.graph._service import DEFAULT_NEIGHBORS, MAX_NEIGHBORS, GraphService
     from ragspine.graph.errors import GraphError
     from ragspine.graph.store import GraphStore, open_graph_store
 
@@ -32,6 +41,10 @@ _EXPORTS = {
     "ENTITY_TYPES": "ragspine.graph._model",
     "MAX_DEPTH": "ragspine.graph._model",
     "MAX_PATH_HOPS": "ragspine.graph._model",
+    "DEFAULT_MAX_HOPS": "ragspine.graph._model",
+    "DEFAULT_NEIGHBORS": "ragspine.graph._service",
+    "MAX_NEIGHBORS": "ragspine.graph._service",
+    "MAX_RELATIONS_BYTES": "ragspine.graph._declared",
     "GraphError": "ragspine.graph.errors",
 }
 

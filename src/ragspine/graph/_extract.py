@@ -44,6 +44,9 @@ from ragspine.graph._model import (
 logger = logging.getLogger(__name__)
 
 _WORD_CHAR = "[0-9a-z]"  # text is case-folded before matching
+#: Citation bboxes are rounded to this many decimals of a point: passages read back from the
+#: store come with their floats re-encoded, and the graph must not depend on the way in.
+BBOX_DECIMALS = 3
 #: Metadata field whose value is another name of the document's entity (e.g. its Chinese name).
 ENTITY_LOCAL_FIELD = "entity_local"
 
@@ -206,7 +209,7 @@ def text_contribution(
         if not found:
             continue
         where = {"doc_id": doc_id, "version": version, "page": int(p["page"]), "chunk_id": str(p["chunk_id"]),
-                 "bbox": [float(x) for x in p.get("bbox", [])]}
+                 "bbox": [round(float(x), BBOX_DECIMALS) for x in p.get("bbox", [])]}
         first: dict[str, str] = {}
         for alias, nid in found:
             first.setdefault(nid, alias)

@@ -6,8 +6,9 @@ with their generation. The in-memory ``networkx.MultiDiGraph`` (edge key = relat
 derived from the contributions.
 
 - Writes are SQLite transactions (atomic; ``BEGIN IMMEDIATE`` serialises writers across
-  threads and processes); ``secure_delete`` overwrites what a write removes, so a deleted
-  document's ids and titles do not linger in free pages of the file.
+  threads and processes); ``secure_delete`` overwrites what a write removes, and tombstones
+  name removed sources by a digest, so a deleted document's id and title do not stay in the
+  file.
 - Every read first checks the file (inode, epoch, generation): a replica sharing the data
   dir applies only the rows written since the generation it holds, and starts over when the
   file was deleted or replaced (library deleted, re-created).
@@ -15,6 +16,7 @@ derived from the contributions.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -36,6 +38,7 @@ from ragspine.graph._model import (
     Neighbor,
     Node,
     NodeSpec,
+    canonical,
     cite_key,
     match_keys,
     merge_specs,
@@ -59,6 +62,12 @@ CREATE INDEX IF NOT EXISTS tombstones_gen ON tombstones (gen);
 EdgeKey = tuple[str, str, str]  # (source, relation, target) as stored
 
 
+def key_hash(key: str) -> str:
+    """A removed source is remembered by this digest only: a deleted document's id does not stay
+    in the file (invariant 4)."""
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
 class _Memory:
     """One library's graph in memory, derived from its contributions."""
 
@@ -70,17 +79,21 @@ class _Memory:
         self.specs: dict[str, dict[str, NodeSpec]] = {}
         #: norm(id, name or alias) → ids of the non-document nodes it names
         self.names: dict[str, set[str]] = {}
+        #: key_hash(source key) → source key (tombstones name sources by hash only)
+        self.hashes: dict[str, str] = {}
 
     def apply(self, key: str, new: Contribution | None) -> None:
         g = self.g
         touched: set[str] = set()
         old = self.contrib.pop(key, None)
         if old is not None:
+            self.hashes.pop(key_hash(key), None)
             for e in old.edges:
-                data = g.get_edge_data(e.source, e.target, e.relation)
+                u, v = canonical(e.source, e.relation, e.target)
+                data = g.get_edge_data(u, v, e.relation)
                 if data is not None and data["cites"].pop(key, None) is not None and not data["cites"]:
-                    g.remove_edge(e.source, e.target, e.relation)
-                touched.update((e.source, e.target))
+                    g.remove_edge(u, v, e.relation)
+                touched.update((u, v))
             for s in old.nodes:
                 specs = self.specs.get(s.id)
                 if specs is not None:
@@ -88,16 +101,18 @@ class _Memory:
                 touched.add(s.id)
         if new is not None:
             self.contrib[key] = new
+            self.hashes[key_hash(key)] = key
             for s in new.nodes:
                 self.specs.setdefault(s.id, {})[key] = s
                 touched.add(s.id)
             for e in new.edges:
-                data = g.get_edge_data(e.source, e.target, e.relation)
+                u, v = canonical(e.source, e.relation, e.target)
+                data = g.get_edge_data(u, v, e.relation)
                 if data is None:
-                    g.add_edge(e.source, e.target, key=e.relation, cites={key: [e.citation]})
+                    g.add_edge(u, v, key=e.relation, cites={key: [e.citation]})
                 else:
                     data["cites"].setdefault(key, []).append(e.citation)
-                touched.update((e.source, e.target))
+                touched.update((u, v))
         for nid in touched:
             self._refresh(nid)
 
@@ -238,8 +253,10 @@ class NetworkXGraphStore:
         elif gen > lib.gen:
             for key, data in conn.execute("SELECT key, data FROM sources WHERE gen > ? ORDER BY key", (lib.gen,)):
                 lib.mem.apply(key, Contribution.from_json(json.loads(data)))
-            for (key,) in conn.execute("SELECT key FROM tombstones WHERE gen > ? ORDER BY key", (lib.gen,)):
-                lib.mem.apply(key, None)
+            for (digest,) in conn.execute("SELECT key FROM tombstones WHERE gen > ? ORDER BY key", (lib.gen,)):
+                key = lib.mem.hashes.get(digest)
+                if key is not None:
+                    lib.mem.apply(key, None)
             lib.gen = gen
 
     def _mem(self, lib: _Lib) -> _Memory:
@@ -309,12 +326,13 @@ class NetworkXGraphStore:
                     lib.txn_gen = lib.gen + 1
                 if new is None:
                     conn.execute("DELETE FROM sources WHERE key = ?", (key,))
-                    conn.execute("INSERT OR REPLACE INTO tombstones (key, gen) VALUES (?, ?)", (key, lib.txn_gen))
+                    conn.execute("INSERT OR REPLACE INTO tombstones (key, gen) VALUES (?, ?)",
+                                 (key_hash(key), lib.txn_gen))
                 else:
                     data = json.dumps(new.to_json(), ensure_ascii=False, separators=(",", ":"))
                     conn.execute("INSERT OR REPLACE INTO sources (key, gen, data) VALUES (?, ?, ?)",
                                  (key, lib.txn_gen, data))
-                    conn.execute("DELETE FROM tombstones WHERE key = ?", (key,))
+                    conn.execute("DELETE FROM tombstones WHERE key = ?", (key_hash(key),))
                 mem.apply(key, new)
 
     def drop(self, library: str) -> None:

@@ -296,9 +296,13 @@ class GraphService:
             raise AmbiguousEntityError(f"{ref!r} names {len(ids)} entities in library '{library}': {listed}; "
                                        "ask by id")
         similar = self.graphs.find(library, ref, limit=5)
-        hint = ("; did you mean " + ", ".join(f"{n.id} ({n.name})" for n in similar)) if similar else (
-            "; declare relations (POST /v1/libraries/{lib}/graph/relations) or index documents with "
-            "'entity' metadata first".replace("{lib}", library))
+        if similar:
+            hint = "; did you mean " + ", ".join(f"{n.id} ({n.name})" for n in similar)
+        elif self.graphs.find(library, "", limit=1):
+            hint = f"; look entities up with GET /v1/libraries/{library}/graph/entities?q=NAME"
+        else:
+            hint = (f"; the graph is empty: declare relations (POST /v1/libraries/{library}/graph/relations) "
+                    "or index documents with 'entity' metadata")
         raise UnknownEntityError(f"no entity {ref!r} in the graph of library '{library}'{hint}")
 
     def neighbors(

@@ -340,6 +340,12 @@ class BasePageEncoder(_ModelInfo, ABC):
         texts = _check_texts(texts, "encode_queries")
         if not texts:
             return []
+        blank = [i for i, t in enumerate(texts) if not t.strip()]
+        if blank:
+            raise InvalidRequestError(
+                f"encode_queries: queries {blank[:5]} are empty or whitespace; a visual query "
+                "needs at least one word"
+            )
         plan = plan_batches([-len(t) for t in texts], self.query_batch_size)
         out = _run_batched(texts, plan, self._encode_queries, "encode_queries", self.model_id)
         return [_check_multivector(q, self.dim, self.model_id, "query", i) for i, q in enumerate(out)]

@@ -179,20 +179,28 @@ def hierarchical_labels(vectors: npt.ArrayLike, n_clusters: int) -> npt.NDArray[
     if n_clusters == n:
         return np.arange(n, dtype=np.int64)
     hierarchy = _require_scipy()
-    z = hierarchy.linkage(_l2_normalize(v).astype(np.float64), method="ward")  # (n-1, 4)
+    u = _l2_normalize(v)  # (n, d) on the unit sphere
+    # Condensed Euclidean distances from one matrix product: |a - b|^2 = 2 - 2 <a, b>.
+    gram = (u @ u.T).astype(np.float64)  # (n, n)
+    iu = np.triu_indices(n, k=1)
+    dist = np.sqrt(np.clip(2.0 - 2.0 * gram[iu], 0.0, None))  # (n * (n - 1) / 2,)
+    z = hierarchy.linkage(dist, method="ward")  # (n - 1, 4)
     # Union-find over the first n - n_clusters merges; node n+i is the cluster made by merge i.
-    parent = np.arange(2 * n - 1)
+    # Merge i joins two current roots, so each side's root is set once (plain lists: fast).
+    parent = list(range(2 * n - 1))
+    merges = z[: n - n_clusters, :2].astype(np.int64).tolist()
+    for i, (a, b) in enumerate(merges):
+        parent[a] = n + i
+        parent[b] = n + i
 
     def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = int(parent[i])
-        return i
+        root = i
+        while parent[root] != root:
+            root = parent[root]
+        while parent[i] != root:  # path compression
+            parent[i], i = root, parent[i]
+        return root
 
-    for i in range(n - n_clusters):
-        a, b = int(z[i, 0]), int(z[i, 1])
-        parent[find(a)] = n + i
-        parent[find(b)] = n + i
     roots = np.fromiter((find(i) for i in range(n)), dtype=np.int64, count=n)  # (n,)
     _, first, inverse = np.unique(roots, return_index=True, return_inverse=True)
     order = np.argsort(np.argsort(first))  # rank of each root by first occurrence
@@ -223,9 +231,10 @@ def pool_hierarchical(
         raise ValueError(f"factor must be an integer >= 1, got {factor!r}")
     k = math.ceil(v.shape[0] / int(factor))
     labels = hierarchical_labels(v, k)  # (n,)
-    sums = np.zeros((k, v.shape[1]), dtype=np.float64)  # (k, d)
-    np.add.at(sums, labels, v)
-    counts = np.bincount(labels, minlength=k).astype(np.float64)  # (k,)
+    order = np.argsort(labels, kind="stable")  # tokens grouped by cluster
+    counts = np.bincount(labels, minlength=k)  # (k,), every cluster non-empty
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))  # (k,)
+    sums = np.add.reduceat(v[order].astype(np.float64), starts, axis=0)  # (k, d)
     out = (sums / counts[:, None]).astype(np.float32)  # (k, d)
     return _l2_normalize(out) if normalize else out
 

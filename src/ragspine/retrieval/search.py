@@ -65,6 +65,8 @@ class SearchRequest(BaseModel):
     top_k: int = 10
     rerank: bool = False
     allow_unfiltered_fallback: bool = False
+    #: Multi-hop search through the relation graph (see :class:`ExpandSpec`).
+    expand: ExpandSpec | None = None
 
     @field_validator("query")
     @classmethod
@@ -91,8 +93,15 @@ class SearchHit:
     scores: dict[str, float | None]
     version: int
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: With ``expand``: the graph paths that brought the hit in, every edge with its citations.
+    via: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
+        if self.via is not None:
+            return {**self._base_json(), "via": self.via}
+        return self._base_json()
+
+    def _base_json(self) -> dict[str, Any]:
         return {
             "library_id": self.library_id,
             "doc_id": self.doc_id,
@@ -114,8 +123,15 @@ class SearchResponse:
     degraded_reasons: list[str] = field(default_factory=list)
     filters_relaxed: bool = False
     timings_ms: dict[str, float] = field(default_factory=dict)
+    #: With ``expand``: the start entity and the entities searched, per library.
+    expansion: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
+        if self.expansion is not None:
+            return {**self._base_json(), "expansion": self.expansion}
+        return self._base_json()
+
+    def _base_json(self) -> dict[str, Any]:
         return {
             "hits": [h.to_json() for h in self.hits],
             "mode": self.mode,
@@ -178,6 +194,8 @@ class Searcher:
 
     def search(self, req: SearchRequest) -> SearchResponse:
         t0 = time.perf_counter()
+        if req.expand is not None:  # never silently ignored: the graph runs it (Engine.search)
+            raise InvalidRequestError("'expand' needs the relation graph: search through Engine.search")
         preds, _ = self.validate(req)
         if req.mode == "vector":
             raise InvalidRequestError(

@@ -37,6 +37,7 @@ from ragspine.indexing.pdf import sniff_pdf
 from ragspine.indexing.pipeline import parse_metadata
 from ragspine.retrieval.search import SearchRequest
 from ragspine.serving.auth import Auth, Principal
+from ragspine.serving.graph_routes import graph_router
 from ragspine.serving.jobs import Job, JobRunner
 from ragspine.serving.metrics import Metrics
 from ragspine.serving.web_routes import mount_web
@@ -286,6 +287,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
                                   f"/pages/{h['page']}/thumbnail")
         return out
 
+    app.include_router(graph_router(eng, auth))  # /v1/libraries/{lib}/graph/...
     mount_web(app)  # the search page at / (a client of the routes above)
     return app
 

@@ -302,6 +302,14 @@
     return ranges;
   }
 
+  /** A passage as one <span class="para"> per paragraph (the page text separates paragraphs
+   *  with a blank line), query terms marked. Tokens never span a blank line, so marking each
+   *  paragraph alone marks the same terms as marking the whole. */
+  function passageNode(text, terms, cls) {
+    return el("p", { class: cls }, text.split(/\n[ \t]*\n/).filter((t) => t.trim())
+      .map((t) => el("span", { class: "para" }, marked(t, terms))));
+  }
+
   /** ``text`` as Text nodes with the query terms wrapped in <mark>. */
   function marked(text, terms) {
     const frag = document.createDocumentFragment();
@@ -321,7 +329,7 @@
 
   function notice(kind, title, ...body) {
     const box = el("div", { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status" },
-      el("strong", { class: "notice-title", text: title }), ...body);
+      el("strong", { class: "notice-title", text: title }), " ", ...body);
     $("notices").append(box);
     return box;
   }
@@ -351,7 +359,7 @@
     const upCurrent = up.value;
     const names = state.libraries.map((l) => l.name);
     sel.replaceChildren(...state.libraries.map((l) =>
-      el("option", { value: l.name, text: `${l.name} (${l.documents} docs)` })));
+      el("option", { value: l.name, text: `${l.name} (${l.documents} doc${l.documents === 1 ? "" : "s"})` })));
     if (names.length > 1) sel.append(el("option", { value: ALL_LIBRARIES, text: "All libraries" }));
     if (!names.length) sel.append(el("option", { value: "", text: "(no libraries)", disabled: true }));
     sel.value = (current === ALL_LIBRARIES && names.length > 1) || names.includes(current) ? current
@@ -576,7 +584,7 @@
         el("p", { class: "hit-meta" },
           el("span", { class: "page-no", text: `page ${h.page}${doc && doc.pages_total ? ` of ${doc.pages_total}` : ""}` }),
           el("span", { class: "doc-id", text: `${h.library_id} / ${h.doc_id}` }), badges),
-        el("p", { class: "passage" }, marked(String(h.text || ""), terms)),
+        passageNode(String(h.text || ""), terms, "passage"),
         scoreList(h.scores)));
   }
 
@@ -603,13 +611,13 @@
   function neighbour(button, page, label) {
     const { hit, doc } = viewer;
     const total = doc && doc.pages_total ? doc.pages_total : hit.page;
-    if (page < 1 || page > total) {
+    if (page < 1 || page > total) { // keep the grid slot so the page stays centred
       button.replaceChildren();
       button.disabled = true;
-      button.hidden = true;
+      button.classList.add("none");
       return;
     }
-    button.hidden = false;
+    button.classList.remove("none");
     button.disabled = false;
     button.dataset.page = String(page);
     button.replaceChildren(
@@ -635,7 +643,7 @@
     const passage = $("viewer-passage");
     if (cited) {
       passage.replaceChildren(el("h3", { text: "Cited passage" }),
-        el("p", { class: "passage full" }, marked(String(hit.text || ""), viewer.terms)), scoreList(hit.scores));
+        passageNode(String(hit.text || ""), viewer.terms, "passage full"), scoreList(hit.scores));
     } else {
       passage.replaceChildren(el("p", { class: "sub" }, `The cited passage is on page ${hit.page}.`));
     }
@@ -643,7 +651,7 @@
 
   function step(delta) {
     const b = $(delta < 0 ? "viewer-prev" : "viewer-next");
-    if (!b.disabled && !b.hidden) showPage(viewer.page + delta);
+    if (!b.disabled) showPage(viewer.page + delta);
   }
 
   // -- upload -----------------------------------------------------------------------------
@@ -882,9 +890,9 @@
     const veil = $("drag-veil");
     const carriesFiles = (e) => e.dataTransfer && [...(e.dataTransfer.types || [])].includes("Files");
     document.addEventListener("dragover", (e) => {
-      if (!carriesFiles(e) || $("upload").open) return;
-      e.preventDefault();
-      veil.hidden = false;
+      if (!carriesFiles(e)) return;
+      e.preventDefault(); // else the browser would leave the page to show the dropped file
+      if (!$("upload").open) veil.hidden = false;
     });
     veil.addEventListener("dragleave", () => { veil.hidden = true; });
     document.addEventListener("drop", (e) => {
