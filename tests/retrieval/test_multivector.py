@@ -108,7 +108,7 @@ def grid_2x3() -> tuple[np.ndarray, np.ndarray]:
 
 def test_rows_cols_hand_built_grid() -> None:
     vectors, mask = grid_2x3()
-    pooled = pool_rows_cols(vectors, mask, (2, 3))
+    pooled = pool_rows_cols(vectors, mask, (2, 3), normalize=False)
     # grid (dim 0):  1 2 3 / 4 5 6  -> rows 2, 5; cols 2.5, 3.5, 4.5; dim 1 is ten times that
     expected = np.array(
         [[2, 20], [5, 50], [2.5, 25], [3.5, 35], [4.5, 45], [100, -1], [200, -2]], dtype=np.float32
@@ -120,11 +120,13 @@ def test_rows_cols_hand_built_grid() -> None:
 def test_rows_cols_text_token_modes() -> None:
     vectors, mask = grid_2x3()
     assert pool_rows_cols(vectors, mask, (2, 3), text_tokens="drop").shape == (5, 2)
-    mean = pool_rows_cols(vectors, mask, (2, 3), text_tokens="mean")
+    mean = pool_rows_cols(vectors, mask, (2, 3), text_tokens="mean", normalize=False)
     np.testing.assert_allclose(mean[-1], [150.0, -1.5])
     assert mean.shape == (6, 2)
-    normed = pool_rows_cols(vectors, mask, (2, 3), normalize=True)
+    normed = pool_rows_cols(vectors, mask, (2, 3))  # default: unit vectors, same directions
     np.testing.assert_allclose(np.linalg.norm(normed, axis=1), 1.0, rtol=1e-6)
+    raw = pool_rows_cols(vectors, mask, (2, 3), normalize=False)
+    np.testing.assert_allclose(normed, raw / np.linalg.norm(raw, axis=1, keepdims=True), rtol=1e-6)
     # All-image page: k = 0 whatever the mode.
     assert pool_rows_cols(vectors[1:7], mask[1:7], (2, 3)).shape == (5, 2)
 
@@ -136,7 +138,7 @@ def test_rows_cols_shape_and_means(rows: int, cols: int, k: int, d: int, seed: i
     vectors = rng.normal(size=(rows * cols + k, d)).astype(np.float32)
     mask = np.zeros(rows * cols + k, dtype=bool)
     mask[rng.choice(rows * cols + k, size=rows * cols, replace=False)] = True
-    pooled = pool_rows_cols(vectors, mask, (rows, cols))
+    pooled = pool_rows_cols(vectors, mask, (rows, cols), normalize=False)
     assert pooled.shape == (rows + cols + k, d)
     img = vectors[mask]
     # The mean of the row means and of the column means are both the mean of the patches.
@@ -166,8 +168,10 @@ def test_hierarchical_hand_built_groups() -> None:
     vectors = np.stack([b[0], a[0], b[1], a[1], a[2], b[2]]).astype(np.float32)
     labels = hierarchical_labels(vectors, 2)
     assert labels.tolist() == [0, 1, 0, 1, 1, 0]
-    pooled = pool_hierarchical(vectors, 3)
+    pooled = pool_hierarchical(vectors, 3, normalize=False)
     np.testing.assert_allclose(pooled, [b.mean(0), a.mean(0)], atol=1e-6)
+    unit = pool_hierarchical(vectors, 3)  # default: normalised cluster means
+    np.testing.assert_allclose(unit, pooled / np.linalg.norm(pooled, axis=1, keepdims=True), rtol=1e-6)
 
 
 @EXAMPLES
@@ -180,7 +184,7 @@ def test_hierarchical_count_and_mean(n: int, factor: int, d: int, repeat: bool, 
     k = math.ceil(n / factor)
     labels = hierarchical_labels(vectors, k)
     assert sorted(set(labels.tolist())) == list(range(k))
-    pooled = pool_hierarchical(vectors, factor)
+    pooled = pool_hierarchical(vectors, factor, normalize=False)
     assert pooled.shape == (k, d)
     sizes = np.bincount(labels, minlength=k)  # (k,)
     # Size-weighted mean of the cluster means = mean of the tokens.
@@ -191,8 +195,8 @@ def test_hierarchical_count_and_mean(n: int, factor: int, d: int, repeat: bool, 
 
 def test_hierarchical_factor_one_is_identity_and_errors() -> None:
     v = np.arange(12, dtype=np.float32).reshape(4, 3)
-    np.testing.assert_array_equal(pool_hierarchical(v, 1), v)
-    assert np.linalg.norm(pool_hierarchical(v + 1, 2, normalize=True), axis=1) == pytest.approx(1.0)
+    np.testing.assert_array_equal(pool_hierarchical(v, 1, normalize=False), v)
+    assert np.linalg.norm(pool_hierarchical(v + 1, 2), axis=1) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="factor"):
         pool_hierarchical(v, 0)
     with pytest.raises(ValueError, match="factor"):

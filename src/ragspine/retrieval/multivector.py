@@ -112,7 +112,7 @@ def pool_rows_cols(
     grid: tuple[int, int],
     *,
     text_tokens: Literal["keep", "mean", "drop"] = DEFAULT_TEXT_TOKENS,
-    normalize: bool = False,
+    normalize: bool = True,
 ) -> FloatArray:
     """Row and column means of the image-patch grid: ``(rows + cols + k, d)``.
 
@@ -127,8 +127,11 @@ def pool_rows_cols(
     - ``"mean"`` (``k = 1`` if there are any): one vector for all of them.
     - ``"drop"`` (``k = 0``).
 
-    Means are not re-normalised unless ``normalize``: a raw mean scores ``<q, mean(row)>``, the
-    average similarity of the query token to the row, which is what a prefetch wants to rank by.
+    With ``normalize`` (default) every output vector is L2-normalised, as the page tokens are.
+    A raw mean is shorter the more its tokens disagree, so raw row/column means rank pages by how
+    uniform their rows are as much as by what they say; measured in ``bench/multivector.py``
+    (MiniLM token vectors on a 32x32 grid, 2,000 real pages), normalised means raised recall@10
+    of a 200-page prefetch against exhaustive MaxSim from 0.93 to 0.98.
     """
     v = _as_2d("vectors", vectors)  # (n, d)
     mask = np.asarray(image_mask, dtype=bool)  # (n,)
@@ -208,7 +211,7 @@ def hierarchical_labels(vectors: npt.ArrayLike, n_clusters: int) -> npt.NDArray[
 
 
 def pool_hierarchical(
-    vectors: npt.ArrayLike, factor: int, *, normalize: bool = False
+    vectors: npt.ArrayLike, factor: int, *, normalize: bool = True
 ) -> FloatArray:
     """Hierarchical token pooling: ``(ceil(n / factor), d)`` cluster means.
 
@@ -219,8 +222,9 @@ def pool_hierarchical(
     - Ward linkage runs on the normalised token vectors themselves (cosine geometry), not on
       the rows of the ``1 - cos`` matrix treated as ``n``-dimensional observations;
     - ``ceil(n / factor)`` clusters, exactly (colpali-engine: at most ``max(n // factor, 1)``);
-    - means are returned as they are unless ``normalize`` (colpali-engine normalises), so the
-      size-weighted average of the output equals the mean of the input.
+    - means are L2-normalised like colpali-engine's by default (see :func:`pool_rows_cols` for
+      why); with ``normalize=False`` they are raw, and their size-weighted average equals the
+      mean of the input.
 
     Clusters are in order of their first token. ``factor == 1`` returns the input. Pool image
     and non-image tokens separately if the non-image ones must survive (see

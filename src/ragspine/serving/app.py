@@ -208,12 +208,17 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > settings.max_upload_bytes + 65536:
             raise OversizeError(_too_big(int(declared), settings.max_upload_bytes))
+        if metadata and "\ufffd" in metadata:
+            raise InvalidRequestError("metadata is not valid UTF-8 (it decodes with U+FFFD replacement characters)")
         try:
             raw_meta = json.loads(metadata) if metadata else {}
         except json.JSONDecodeError as exc:
             raise InvalidRequestError(f"metadata is not valid JSON: {exc.msg} at position {exc.pos}") from None
         meta = parse_metadata(raw_meta)
-        await asyncio.to_thread(eng.library, lib)  # 404 / 409 before reading the body
+        # 404 / 409 before the upload is copied. (Starlette has already spooled a multipart
+        # body to a temporary file by now; a declared Content-Length above the limit was
+        # refused before that, and _spool stops copying at the limit.)
+        await asyncio.to_thread(eng.library, lib)
         tmp = await _spool(file, upload_dir, settings.max_upload_bytes)
         try:
             with open(tmp, "rb") as fh:
@@ -236,7 +241,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
             await asyncio.to_thread(job.done.wait)
             if job.state == "failed" and job.error:
                 e = job.error
-                return problem(e["status"], e["type"], e["title"], e["detail"])
+                return problem(e["status"], e["type"].removeprefix("/problems/"), e["title"], e["detail"])
             return JSONResponse(job.to_json(), status_code=201)
         return JSONResponse(job.to_json(), status_code=202,
                             headers={"Location": f"/v1/jobs/{job.id}"})

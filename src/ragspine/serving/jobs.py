@@ -77,10 +77,10 @@ class JobRunner:
                 job.result = work(job)
                 outcome = "succeeded"
             except RagspineError as exc:
-                job.error = {"type": exc.type, "title": exc.title, "status": exc.status, "detail": exc.detail}
+                job.error = {"type": f"/problems/{exc.type}", "title": exc.title, "status": exc.status, "detail": exc.detail}
             except Exception:
                 logger.exception("ingest job %s failed unexpectedly", job.id)
-                job.error = {"type": "internal-error", "title": "Internal error", "status": 500,
+                job.error = {"type": "/problems/internal-error", "title": "Internal error", "status": 500,
                              "detail": "the ingest failed on an unexpected error; see the server log"}
             finally:
                 try:

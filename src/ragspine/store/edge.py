@@ -216,7 +216,12 @@ class EdgeStore:
                     shard = qe.EdgeShard.load(str(d))
                     _ensure_indexes(shard)
                 except Exception as exc:
-                    raise StoreError(f"could not open library '{name}' at {d}: {exc}") from exc
+                    if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
+                        raise StoreError(
+                            f"library '{name}' is in use by another process (a running "
+                            "'ragspine serve'?); stop it, or use the REST API of that server"
+                        ) from exc
+                    raise StoreError(f"could not open library '{name}': {exc}") from exc
                 self._shards[name] = shard
             return shard
 
