@@ -163,7 +163,7 @@ def bench_one(spec: str, args: argparse.Namespace, images: list[Any], render_s: 
     # Warm-up (and compile): two batches of pages, a few queries.
     t0 = time.perf_counter()
     for _ in range(3 if args.compile else 1):
-        enc.encode_pages(images[: 2 * bs])
+        enc.encode_pages(images[: 2 * bs if dev.type == "cuda" else bs])
         enc.encode_queries(queries[:4])
     warm_s = time.perf_counter() - t0
 
@@ -180,10 +180,13 @@ def bench_one(spec: str, args: argparse.Namespace, images: list[Any], render_s: 
     same = [im for im in images if enc._bucket_key(im) == enc._bucket_key(images[0])][:bs]
     batch, _ = enc._prepare_pages(same)
     inputs = to_device(batch, dev, enc.dtype)
-    reps = max(3, min(20, (4 * n) // max(1, len(same))))
     with torch.inference_mode():
+        sync(dev)
+        t0 = time.perf_counter()
         enc.model(**inputs, **enc.forward_kwargs)
         sync(dev)
+        first_s = time.perf_counter() - t0
+        reps = max(1, min(20, int(5.0 / max(first_s, 1e-3))))  # about 5 s of repeats
         t0 = time.perf_counter()
         for _ in range(reps):
             enc.model(**inputs, **enc.forward_kwargs)

@@ -24,11 +24,19 @@ page count are filled with *spliced* pages (first half of one real page's tokens
 another's) and the output says so. Queries: MMLongBench dev questions, embedded the same way
 (all word pieces incl. ``[CLS]``/``[SEP]``, projected, normalised).
 
-Measured per corpus size, all in one Qdrant Edge shard through :class:`ragspine.store.edge.EdgeStore`:
-exhaustive MaxSim over the full multivectors (no HNSW graph) against pooled prefetch (HNSW on the
-pooled multivectors, ``prefetch_limit`` candidates) then exact MaxSim on the full multivectors;
-latency p50/p90, speed-up, recall@10 of the two-stage top 10 against the exhaustive top 10, and
-bytes per page for full / pooled / scalar int8 / binary storage.
+Measured per corpus size, all in one Qdrant Edge shard through :class:`ragspine.store.edge.EdgeStore`
+(pages are added and the shard optimised between sizes): exhaustive MaxSim over the full
+multivectors (no HNSW graph) against pooled prefetch (``prefetch_limit`` candidates by MaxSim on
+the pooled multivectors) then exact MaxSim on the full multivectors; latency p50/p90 (queries
+one at a time, the exhaustive and two-stage searches of a query back to back), speed-up of the
+p50s, recall@10 of the two-stage top 10 against the exhaustive top 10, and bytes per page for
+full / pooled / int8 / binary storage. With ``--check-numpy`` the exhaustive results at the
+first size are checked against :func:`ragspine.retrieval.multivector.maxsim_many`.
+
+The pooled field is scanned without an HNSW graph unless ``--pooled-hnsw``: Edge 0.9 builds
+HNSW on multivectors slowly (each edge costs a 70x70 MaxSim; 500 pages x 70 vectors took 87 s
+with ``ef_construct=16`` on the 2-core development machine), and with the beam at least the
+prefetch limit (200) a graph search visits a large share of a few-thousand-page corpus anyway.
 """
 
 from __future__ import annotations

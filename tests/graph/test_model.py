@@ -87,7 +87,7 @@ def test_text_contribution_mentions_and_pairs_with_chunk_lineage() -> None:
     ]
     cite = c.edges[1].citation
     assert cite == {"kind": "text", "doc_id": "d", "version": 3, "page": 2, "chunk_id": "d/p2/c0",
-                    "bbox": [1.0, 2.0, 3.0, 4.0], "match": "acme"}
+                    "bbox": (1.0, 2.0, 3.0, 4.0), "match": "acme"}
 
 
 def test_metadata_contribution_resolves_declared_aliases() -> None:

@@ -209,16 +209,17 @@ def text_contribution(
         if not found:
             continue
         where = {"doc_id": doc_id, "version": version, "page": int(p["page"]), "chunk_id": str(p["chunk_id"]),
-                 "bbox": [round(float(x), BBOX_DECIMALS) for x in p.get("bbox", [])]}
+                 "bbox": tuple(round(float(x), BBOX_DECIMALS) for x in p.get("bbox", []))}
         first: dict[str, str] = {}
         for alias, nid in found:
             first.setdefault(nid, alias)
         for nid, alias in sorted(first.items()):
             edges.append(EdgeSpec(dnode, "mentions", nid, {"kind": CITE_TEXT, **where, "match": alias}))
         ids = sorted(first)
+        together = {"kind": CITE_TEXT, **where}  # one object for every pair of the passage
         for i, a in enumerate(ids):
             for b in ids[i + 1:]:
-                edges.append(EdgeSpec(a, "co_occurs_with", b, {"kind": CITE_TEXT, **where}))
+                edges.append(EdgeSpec(a, "co_occurs_with", b, together))
         if extractor is not None and nodes is not None:
             edges.extend(_model_edges(extractor, text, [nodes[i] for i in ids if i in nodes], matcher, where))
     return Contribution((), tuple(edges))

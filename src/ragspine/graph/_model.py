@@ -17,7 +17,9 @@ the edges and citations they contributed.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+import sys
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -109,7 +111,7 @@ def cite_key(c: Mapping[str, Any]) -> tuple[Any, ...]:
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeSpec:
     """What one source says about a node."""
 
@@ -127,7 +129,7 @@ class NodeSpec:
         return cls(str(v[0]), str(v[1]), str(v[2]), int(v[3]), tuple(v[4]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EdgeSpec:
     """One citation of one edge, as contributed by one source."""
 
@@ -144,7 +146,7 @@ class EdgeSpec:
         return cls(str(v[0]), str(v[1]), str(v[2]), dict(v[3]))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Contribution:
     """Everything one source adds to the graph."""
 
@@ -152,15 +154,40 @@ class Contribution:
     edges: tuple[EdgeSpec, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"nodes": [n.to_json() for n in self.nodes], "edges": [e.to_json() for e in self.edges]}
+        """``{"nodes", "cites", "edges"}``: each distinct citation once in ``cites``, edges as
+        ``[source, relation, target, index into cites]`` (a passage's co-occurrences share one)."""
+        index: dict[str, int] = {}
+        cites: list[Mapping[str, Any]] = []
+        edges = []
+        for e in self.edges:
+            k = json.dumps(e.citation, sort_keys=True, ensure_ascii=False)
+            i = index.get(k)
+            if i is None:
+                i = index[k] = len(cites)
+                cites.append(e.citation)
+            edges.append([e.source, e.relation, e.target, i])
+        return {"nodes": [n.to_json() for n in self.nodes], "cites": [_plain(c) for c in cites], "edges": edges}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Contribution":
+        # Equal citations become one object, and their strings are interned: a library's graph
+        # holds millions of them.
+        cites = [_compact(c) for c in d.get("cites", ())]
         return cls(tuple(NodeSpec.from_json(n) for n in d.get("nodes", ())),
-                   tuple(EdgeSpec.from_json(e) for e in d.get("edges", ())))
+                   tuple(EdgeSpec(sys.intern(u), sys.intern(r), sys.intern(v), cites[i])
+                         for u, r, v, i in d.get("edges", ())))
 
 
-@dataclass(frozen=True)
+def _plain(c: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in c.items()}
+
+
+def _compact(c: Mapping[str, Any]) -> dict[str, Any]:
+    return {sys.intern(k): sys.intern(v) if isinstance(v, str) and len(v) <= 128 else
+            tuple(v) if isinstance(v, list) else v for k, v in c.items()}
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     """A node as the graph shows it: the merge of every source's :class:`NodeSpec`."""
 
@@ -173,7 +200,7 @@ class Node:
         return {"id": self.id, "name": self.name, "type": self.type, "aliases": list(self.aliases)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Edge:
     """An edge with every citation that supports it (sorted by :func:`cite_key`)."""
 
@@ -186,11 +213,11 @@ class Edge:
         cites = self.citations if max_citations is None else self.citations[:max_citations]
         return {
             "source": self.source, "relation": self.relation, "target": self.target,
-            "citations": [dict(c) for c in cites], "citations_total": len(self.citations),
+            "citations": [_plain(c) for c in cites], "citations_total": len(self.citations),
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Neighbor:
     node: Node
     depth: int

@@ -16,6 +16,7 @@ derived from the contributions.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -62,14 +63,39 @@ CREATE INDEX IF NOT EXISTS tombstones_gen ON tombstones (gen);
 EdgeKey = tuple[str, str, str]  # (source, relation, target) as stored
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Building the graph allocates millions of small dicts; the cyclic collector would scan the
+    growing heap again and again (a third of the build time at 100k edges)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def key_hash(key: str) -> str:
     """A removed source is remembered by this digest only: a deleted document's id does not stay
     in the file (invariant 4)."""
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
+#: Nodes with at least this many edges keep their sorted adjacency (hubs such as a metric every
+#: report mentions are crossed by most walks; sorting them each time dominated lookups).
+STEP_CACHE_MIN_DEGREE = 64
+_OUT, _IN, _BOTH = 1, 2, 0  # direction tag of a step: along the edge, against it, symmetric
+
+Step = tuple[str, int, EdgeKey, int]  # (other end, relation order, stored edge, direction tag)
+
+
 class _Memory:
-    """One library's graph in memory, derived from its contributions."""
+    """One library's graph in memory, derived from its contributions.
+
+    Edge ``(u, v, key=relation)`` of the ``MultiDiGraph`` has as its attribute dict the
+    citations per source: ``{source key: [citation, ...]}``.
+    """
 
     def __init__(self) -> None:
         import networkx as nx
@@ -81,19 +107,21 @@ class _Memory:
         self.names: dict[str, set[str]] = {}
         #: key_hash(source key) → source key (tombstones name sources by hash only)
         self.hashes: dict[str, str] = {}
+        self._steps: dict[str, list[Step]] = {}
 
     def apply(self, key: str, new: Contribution | None) -> None:
         g = self.g
-        touched: set[str] = set()
+        touched: set[str] = set()  # nodes whose specs changed: merged again
+        ends: set[str] = set()  # nodes whose edges changed: only new or orphaned ones matter
         old = self.contrib.pop(key, None)
         if old is not None:
             self.hashes.pop(key_hash(key), None)
             for e in old.edges:
                 u, v = canonical(e.source, e.relation, e.target)
-                data = g.get_edge_data(u, v, e.relation)
-                if data is not None and data["cites"].pop(key, None) is not None and not data["cites"]:
+                cites = g.get_edge_data(u, v, e.relation)
+                if cites is not None and cites.pop(key, None) is not None and not cites:
                     g.remove_edge(u, v, e.relation)
-                touched.update((u, v))
+                ends.update((u, v))
             for s in old.nodes:
                 specs = self.specs.get(s.id)
                 if specs is not None:
@@ -107,18 +135,25 @@ class _Memory:
                 touched.add(s.id)
             for e in new.edges:
                 u, v = canonical(e.source, e.relation, e.target)
-                data = g.get_edge_data(u, v, e.relation)
-                if data is None:
-                    g.add_edge(u, v, key=e.relation, cites={key: [e.citation]})
-                else:
-                    data["cites"].setdefault(key, []).append(e.citation)
-                touched.update((u, v))
+                cites = g.get_edge_data(u, v, e.relation)
+                if cites is None:
+                    g.add_edge(u, v, key=e.relation)
+                    cites = g._succ[u][v][e.relation]
+                cites.setdefault(key, []).append(e.citation)
+                ends.update((u, v))
+        for nid in ends:
+            self._steps.pop(nid, None)
         for nid in touched:
             self._refresh(nid)
+        nodes = g._node
+        for nid in ends - touched:
+            attrs = nodes.get(nid)
+            if attrs is not None and ("node" not in attrs or (nid not in self.specs and g.degree(nid) == 0)):
+                self._refresh(nid)
 
     def _refresh(self, nid: str) -> None:
         g = self.g
-        attrs = g.nodes[nid] if nid in g else None
+        attrs = g._node.get(nid)
         for k in (attrs or {}).get("keys", ()):
             ids = self.names.get(k)
             if ids is not None:
@@ -142,30 +177,41 @@ class _Memory:
     # -- reads --------------------------------------------------------------------------------
 
     def node(self, nid: str) -> Node | None:
-        attrs = self.g.nodes.get(nid)
+        attrs = self.g._node.get(nid)
         return attrs.get("node") if attrs is not None else None
 
-    def edge(self, key: EdgeKey) -> Edge:
+    def edge(self, key: EdgeKey, memo: dict[EdgeKey, Edge] | None = None) -> Edge:
+        """The edge with its citations sorted; ``memo`` shares the work within one lookup."""
+        if memo is not None and key in memo:
+            return memo[key]
         u, rel, v = key
-        cites = self.g.get_edge_data(u, v, rel)["cites"]
-        return Edge(u, rel, v, tuple(sorted((c for cs in cites.values() for c in cs), key=cite_key)))
-
-    def steps(self, u: str, allowed: Collection[str] | None, direction: Direction) -> list[tuple[str, int, EdgeKey]]:
-        """Edges at ``u`` as ``(other end, relation order, stored edge)``, sorted: the walk is
-        the same whatever order the graph was built in."""
-        g = self.g
-        out: list[tuple[str, int, EdgeKey]] = []
-        # networkx's own adjacency dicts: the public views wrap every inner dict in a new object.
-        for v, keyed in g._succ[u].items():
-            for rel in keyed:
-                if (allowed is None or rel in allowed) and (direction != "in" or rel in SYMMETRIC):
-                    out.append((v, RELATION_ORDER[rel], (u, rel, v)))
-        for v, keyed in g._pred[u].items():
-            for rel in keyed:
-                if (allowed is None or rel in allowed) and (direction != "out" or rel in SYMMETRIC):
-                    out.append((v, RELATION_ORDER[rel], (v, rel, u)))
-        out.sort()
+        cites = self.g._succ[u][v][rel]
+        out = Edge(u, rel, v, tuple(sorted((c for cs in cites.values() for c in cs), key=cite_key)))
+        if memo is not None:
+            memo[key] = out
         return out
+
+    def steps(self, u: str, allowed: Collection[str] | None, direction: Direction) -> list[Step]:
+        """Edges at ``u``, sorted by other end then relation: the walk is the same whatever
+        order the graph was built in."""
+        full = self._steps.get(u)
+        if full is None:
+            full = []
+            # networkx's own adjacency dicts: the public views wrap every inner dict in a new object.
+            for v, keyed in self.g._succ[u].items():
+                for rel in keyed:
+                    full.append((v, RELATION_ORDER[rel], (u, rel, v), _BOTH if rel in SYMMETRIC else _OUT))
+            for v, keyed in self.g._pred[u].items():
+                for rel in keyed:
+                    full.append((v, RELATION_ORDER[rel], (v, rel, u), _BOTH if rel in SYMMETRIC else _IN))
+            full.sort()
+            if len(full) >= STEP_CACHE_MIN_DEGREE:
+                self._steps[u] = full
+        if allowed is None and direction == "both":
+            return full
+        want = _OUT if direction == "out" else _IN if direction == "in" else None
+        return [s for s in full
+                if (allowed is None or s[2][1] in allowed) and (want is None or s[3] == _BOTH or s[3] == want)]
 
 
 class _Lib:
@@ -246,17 +292,19 @@ class NetworkXGraphStore:
         epoch, gen = meta.get("epoch"), int(meta.get("gen", 0))
         if lib.mem is None or epoch != lib.epoch or gen < lib.gen:
             mem = _Memory()
-            for key, data in conn.execute("SELECT key, data FROM sources ORDER BY key"):
-                mem.apply(key, Contribution.from_json(json.loads(data)))
+            with _gc_paused():
+                for key, data in conn.execute("SELECT key, data FROM sources ORDER BY key"):
+                    mem.apply(key, Contribution.from_json(json.loads(data)))
             lib.mem, lib.epoch, lib.gen = mem, epoch, gen
             logger.debug("graph %s loaded at generation %d", lib.folder.name, gen)
         elif gen > lib.gen:
-            for key, data in conn.execute("SELECT key, data FROM sources WHERE gen > ? ORDER BY key", (lib.gen,)):
-                lib.mem.apply(key, Contribution.from_json(json.loads(data)))
-            for (digest,) in conn.execute("SELECT key FROM tombstones WHERE gen > ? ORDER BY key", (lib.gen,)):
-                key = lib.mem.hashes.get(digest)
-                if key is not None:
-                    lib.mem.apply(key, None)
+            with _gc_paused():
+                for key, data in conn.execute("SELECT key, data FROM sources WHERE gen > ? ORDER BY key", (lib.gen,)):
+                    lib.mem.apply(key, Contribution.from_json(json.loads(data)))
+                for (digest,) in conn.execute("SELECT key FROM tombstones WHERE gen > ? ORDER BY key", (lib.gen,)):
+                    key = lib.mem.hashes.get(digest)
+                    if key is not None:
+                        lib.mem.apply(key, None)
             lib.gen = gen
 
     def _mem(self, lib: _Lib) -> _Memory:
@@ -315,7 +363,7 @@ class NetworkXGraphStore:
 
     def replace_sources(self, library: str, changes: Mapping[str, Contribution | None]) -> None:
         lib = self._lib(library)
-        with self.locked(library):
+        with self.locked(library), _gc_paused():
             mem, conn = lib.mem, lib.conn
             assert mem is not None and conn is not None
             for key in sorted(changes):
@@ -407,7 +455,7 @@ class NetworkXGraphStore:
             mem = self._mem(lib)
             if node_id not in mem.g:
                 return []
-            return [mem.edge(key) for _, _, key in mem.steps(node_id, relations, direction)]
+            return [mem.edge(s[2]) for s in mem.steps(node_id, relations, direction)]
 
     def neighbors(
         self,
@@ -428,6 +476,8 @@ class NetworkXGraphStore:
                 return [], False
             allowed = frozenset(relations) if relations is not None else None
             skip = frozenset(skip_types)
+            nodes = g._node
+            memo: dict[EdgeKey, Edge] = {}
             parent: dict[str, tuple[str, EdgeKey] | None] = {node_id: None}
             level: dict[str, int] = {}
             found: list[str] = []
@@ -436,10 +486,10 @@ class NetworkXGraphStore:
             for d in range(1, depth + 1):
                 nxt: list[str] = []
                 for u in frontier:
-                    for v, _, key in mem.steps(u, allowed, direction):
+                    for v, _, key, _ in mem.steps(u, allowed, direction):
                         if v in parent:
                             continue
-                        node = g.nodes[v].get("node")
+                        node = nodes[v].get("node")
                         if node is None or node.type in skip:
                             parent[v] = None  # seen; neither listed nor crossed
                             continue
@@ -461,8 +511,8 @@ class NetworkXGraphStore:
                 cur = v
                 while (step := parent.get(cur)) is not None:
                     cur, key = step
-                    path.append(mem.edge(key))
-                out.append(Neighbor(g.nodes[v]["node"], level[v], tuple(reversed(path))))
+                    path.append(mem.edge(key, memo))
+                out.append(Neighbor(nodes[v]["node"], level[v], tuple(reversed(path))))
             return out, truncated
 
     def shortest_path(
@@ -486,7 +536,7 @@ class NetworkXGraphStore:
                 d = (df if forward else db) + 1
                 nxt, meets = [], []
                 for u in frontier:
-                    for v, _, key in mem.steps(u, allowed, "both"):
+                    for v, _, key, _ in mem.steps(u, allowed, "both"):
                         if v in own:
                             continue
                         own[v] = (u, key, d)

@@ -5,8 +5,8 @@ width (128 for the ColPali family), a "page" is one multivector ``(n_tokens, d)`
 
 - :func:`maxsim`, :func:`maxsim_many` — late-interaction score
   ``sum_i max_j <q_i, d_j>`` (ColBERT, Khattab & Zaharia 2020; ColPali, Faysse et al. 2024).
-- :func:`pool_rows_cols` — mean of every row and every column of the image-patch grid, the
-  pooled multivector that the store indexes with HNSW for the prefetch stage.
+- :func:`pool_rows_cols` — mean of every row and every column of the image-patch grid: the
+  pooled multivector the store's prefetch stage searches before exact MaxSim on the full one.
 - :func:`pool_hierarchical` — agglomerative clustering of the tokens into
   ``ceil(n / factor)`` clusters, each mean-pooled (after colpali-engine's
   ``HierarchicalTokenPooler``; differences are in its docstring).
@@ -217,18 +217,19 @@ def pool_hierarchical(
 
     After colpali-engine's ``HierarchicalTokenPooler`` (Clavié et al., "Reducing the footprint
     of multi-vector retrieval with minimal performance impact via token pooling", 2024), with
-    three deliberate differences:
+    two deliberate differences:
 
     - Ward linkage runs on the normalised token vectors themselves (cosine geometry), not on
       the rows of the ``1 - cos`` matrix treated as ``n``-dimensional observations;
-    - ``ceil(n / factor)`` clusters, exactly (colpali-engine: at most ``max(n // factor, 1)``);
-    - means are L2-normalised like colpali-engine's by default (see :func:`pool_rows_cols` for
-      why); with ``normalize=False`` they are raw, and their size-weighted average equals the
-      mean of the input.
+    - ``ceil(n / factor)`` clusters, exactly (colpali-engine: at most ``max(n // factor, 1)``).
 
-    Clusters are in order of their first token. ``factor == 1`` returns the input. Pool image
-    and non-image tokens separately if the non-image ones must survive (see
-    :func:`pool_rows_cols`). Needs scipy (installed with ``ragspine[gpu]``).
+    Cluster means are L2-normalised by default, as colpali-engine's are (see
+    :func:`pool_rows_cols` for why); with ``normalize=False`` they are raw, and their
+    size-weighted average equals the mean of the input. Clusters are in order of their first
+    token; ``factor == 1`` keeps every token. Pool image and non-image tokens separately if the
+    non-image ones must survive (see :func:`pool_rows_cols`). Costs ~0.1-0.2 s per 1,024-token
+    page on one CPU core (the Ward linkage). Needs scipy (a dependency of colpali-engine, so
+    ``ragspine[gpu]`` has it).
     """
     v = _as_2d("vectors", vectors)  # (n, d)
     if int(factor) != factor or factor < 1:
