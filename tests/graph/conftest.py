@@ -7,42 +7,27 @@ change the library work on a copy of the pristine data dir, never on the origina
 
 from __future__ import annotations
 
-import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ragspine.config import Settings
-from ragspine.demo import DEMO_LIBRARY, DemoDocument, build_demo_corpus
-from ragspine.demo.corpus import demo_relations_csv
-from ragspine.engine import Engine
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:  # ``import graph_kit`` whatever pytest's import mode
+    sys.path.insert(0, _HERE)
 
-RELATIONS_FILE = "demo-relations.csv"
+from ragspine.config import Settings  # noqa: E402
+from ragspine.demo import DemoDocument, build_demo_corpus  # noqa: E402
+from ragspine.engine import Engine  # noqa: E402
 
-
-def clean_settings(**kw: object) -> Settings:
-    """Settings with every ``RAGSPINE_*`` variable out of the way (session fixtures run before
-    the per-test environment cleanup)."""
-    with pytest.MonkeyPatch.context() as mp:
-        for k in list(os.environ):
-            if k.startswith("RAGSPINE_"):
-                mp.delenv(k, raising=False)
-        return Settings(**kw)  # type: ignore[arg-type]
+from graph_kit import clean_settings, ingest_demo  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def demo_docs(tmp_path_factory: pytest.TempPathFactory) -> list[DemoDocument]:
     return build_demo_corpus(tmp_path_factory.mktemp("demo-pdfs"))
-
-
-def ingest_demo(engine: Engine, docs: list[DemoDocument], *, relations: bool = True) -> None:
-    engine.create_library(DEMO_LIBRARY)
-    for d in docs:
-        engine.ingest(DEMO_LIBRARY, d.path, d.metadata)
-    if relations:
-        engine.graph.upload_relations(DEMO_LIBRARY, demo_relations_csv().encode(), RELATIONS_FILE)
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from conftest import clean_settings
+from graph_kit import clean_settings
 
 from ragspine.demo import DEMO_LIBRARY, DemoDocument
 from ragspine.demo.corpus import demo_relations_csv
@@ -60,7 +60,7 @@ def upload(client: TestClient, text: str, name: str = "rel.csv", **kw: Any) -> A
 
 def test_routes_are_documented(api: TestClient) -> None:
     paths = api.get("/openapi.json").json()["paths"]
-    assert "post" in paths[f"/v1/libraries/{{lib}}/graph/relations"]
+    assert "post" in paths["/v1/libraries/{lib}/graph/relations"]
     for p in ("/entities", "/entities/{entity_id}/neighbors", "/paths"):
         assert "get" in paths[f"/v1/libraries/{{lib}}/graph{p}"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RELATIONS_FILE, ingest_demo
+from graph_kit import RELATIONS_FILE, ingest_demo
 
 import pdfs
 from ragspine.config import Settings

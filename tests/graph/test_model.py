@@ -9,6 +9,7 @@ from ragspine.graph._model import (
     RANK_DECLARED,
     RANK_EXPLICIT,
     RANK_METADATA,
+    Contribution,
     NodeSpec,
     canonical,
     check_depth,
@@ -76,8 +77,8 @@ def test_text_contribution_mentions_and_pairs_with_chunk_lineage() -> None:
         {"chunk_id": "d/p1/c0", "page": 1, "text": "营业收入", "bbox": [0, 0, 1, 1]},
         {"chunk_id": "d/p1/c1", "page": 1, "text": "nothing here", "bbox": [0, 0, 1, 1]},
     ]
-    c = text_contribution("d", 3, passages, m)
-    assert c.nodes == ()
+    c = text_contribution("d", 3, passages, m, title="Report D")
+    assert c.nodes == (NodeSpec("doc:d", "Report D", "document", RANK_METADATA),)
     got = [(e.source, e.relation, e.target, e.citation["chunk_id"]) for e in c.edges]
     assert got == [
         ("doc:d", "mentions", "revenue", "d/p1/c0"),
@@ -88,6 +89,12 @@ def test_text_contribution_mentions_and_pairs_with_chunk_lineage() -> None:
     cite = c.edges[1].citation
     assert cite == {"kind": "text", "doc_id": "d", "version": 3, "page": 2, "chunk_id": "d/p2/c0",
                     "bbox": (1.0, 2.0, 3.0, 4.0), "match": "acme"}
+
+
+def test_documents_with_nothing_to_say_contribute_nothing() -> None:
+    m = AliasMatcher({"acme": "acme"})
+    assert text_contribution("d", 1, [{"chunk_id": "d/p1/c0", "page": 1, "text": "no names"}], m) == Contribution()
+    assert metadata_contribution("d", 1, "T", {"topic": "x"}, {}) == Contribution()
 
 
 def test_metadata_contribution_resolves_declared_aliases() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import RELATIONS_FILE
+from graph_kit import RELATIONS_FILE
 
 from ragspine.demo import DEMO_LIBRARY, DemoDocument
 from ragspine.demo.corpus import demo_relations_csv

@@ -28,7 +28,7 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:  # ``import models_kit`` whatever pytest's import mode
     sys.path.insert(0, _HERE)
 
-from models_kit import MISSING, PAGE_FAMILIES, REQUIRE_ENV  # noqa: E402
+from models_kit import MISSING, PAGE_FAMILIES, REQUIRE_ENV
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -37,7 +37,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             f"{REQUIRE_ENV}=1 but the gpu extra is not importable ({', '.join(MISSING)} "
             "missing): install it with the Makefile's setup-dev, model tests must not be skipped"
         )
-
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +61,9 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], 
 
 
 @pytest.fixture(scope="session", params=PAGE_FAMILIES)
-def page_encoder(request: pytest.FixtureRequest, tiny_model_dir: Callable[[str], Path]) -> Iterator[Any]:
+def page_encoder(
+    request: pytest.FixtureRequest, tiny_model_dir: Callable[[str], Path]
+) -> Iterator[Any]:
     """Each tiny page model, loaded back through the registry by path (CPU, float32)."""
     from ragspine.models import load_page_encoder
 
@@ -84,4 +85,3 @@ def page_images() -> list[Any]:
         Image.fromarray(rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8), "RGB")
         for w, h in sizes
     ]
-

@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragspine.models._extras import PAGE_MODEL_PACKAGES, SENTENCE_TRANSFORMERS_PACKAGES, missing
+from ragspine.models._extras import (
+    PAGE_MODEL_PACKAGES,
+    SENTENCE_TRANSFORMERS_PACKAGES,
+    missing,
+)
 
 REQUIRE_ENV = "RAGSPINE_TEST_REQUIRE_GPU_EXTRA"
 MISSING = missing(tuple(dict.fromkeys(PAGE_MODEL_PACKAGES + SENTENCE_TRANSFORMERS_PACKAGES)))

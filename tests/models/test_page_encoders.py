@@ -7,14 +7,17 @@ image mask, determinism, model identity.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-
 from models_kit import PAGE_FAMILIES, QUERIES, needs_gpu_extra
+
 from ragspine.errors import InvalidRequestError
 from ragspine.models import EncodedPage, ModelLoadError, PageEncoder, load_page_encoder
 
@@ -121,7 +124,9 @@ def test_colqwen_grid_follows_the_aspect_ratio(tiny_model_dir: Any) -> None:
     assert wide.grid == (3, 4)
 
 
-def test_colidefics3_grid_is_row_major_over_tiles(tiny_model_dir: Any, page_images: list[Any]) -> None:
+def test_colidefics3_grid_is_row_major_over_tiles(
+    tiny_model_dir: Any, page_images: list[Any]
+) -> None:
     """Our reordering matches colpali-engine's own ``rearrange_image_embeddings``."""
     import torch
 
@@ -221,3 +226,90 @@ def test_cuda_bf16_by_default(tiny_model_dir: Any, page_images: list[Any]) -> No
     pages = enc.encode_pages(page_images)
     assert all(np.isfinite(p.vectors).all() for p in pages)
     assert all(np.isfinite(q).all() for q in enc.encode_queries(QUERIES))
+
+
+# -- Hub ids (offline, from a pre-filled Hugging Face cache) ------------------------------------
+
+
+def _cache_repo(
+    hub: Path, repo_id: str, commit: str, files_from: Path, absent: tuple[str, ...] = ()
+) -> None:
+    """Lay out a Hugging Face cache entry as an online download leaves it, including the
+    ``.no_exist`` markers for files the hub answered 404 for (so offline loads skip them)."""
+    repo = hub / ("models--" + repo_id.replace("/", "--"))
+    shutil.copytree(files_from, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    for name in absent:
+        marker = repo / ".no_exist" / commit / name
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
+
+_HUB_SCRIPT = """
+import sys
+import numpy as np
+from PIL import Image
+from ragspine.models import load_page_encoder
+enc = load_page_encoder(sys.argv[1], device="cpu")
+page = enc.encode_pages([Image.new("RGB", (100, 140), (200, 30, 30))])[0]
+np.save(sys.argv[2], page.vectors)
+print(enc.family, enc.model_id, enc.revision)
+"""
+
+
+def _run_offline(hub: Path, name: str, out: Path) -> list[str]:
+    env = {**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _HUB_SCRIPT, name, str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.split()[-3:]
+
+
+@pytest.mark.slow
+def test_hub_adapter_loads_on_its_base_and_records_the_adapter_commit(
+    tiny_model_dir: Any, tmp_path: Path
+) -> None:
+    """vidore/colqwen2-v1.0 and friends are PEFT adapters: the family comes from the base
+    model's config, the weights are base + LoRA, and the adapter's commit is recorded (and not
+    asked of the base repository, which does not have it)."""
+    import json
+
+    from colpali_engine.models import ColQwen2, ColQwen2Processor
+    from peft import LoraConfig, get_peft_model
+
+    base_dir = tiny_model_dir("colqwen2")
+    base = ColQwen2.from_pretrained(str(base_dir))
+    lora = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    adapter_dir = tmp_path / "adapter"
+    get_peft_model(base, lora).save_pretrained(str(adapter_dir))
+    ColQwen2Processor.from_pretrained(str(base_dir)).save_pretrained(str(adapter_dir))
+    cfg_path = adapter_dir / "adapter_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["base_model_name_or_path"] = "acme/tiny-colqwen2-base"
+    cfg_path.write_text(json.dumps(cfg))
+    assert not (adapter_dir / "config.json").exists()
+
+    hub = tmp_path / "hub"
+    base_commit, adapter_commit = "a" * 40, "b" * 40
+    _cache_repo(hub, "acme/tiny-colqwen2-base", base_commit, base_dir)
+    _cache_repo(
+        hub, "acme/tiny-colqwen2-lora", adapter_commit, adapter_dir, absent=("config.json",)
+    )
+
+    fam, model_id, rev = _run_offline(hub, "acme/tiny-colqwen2-lora", tmp_path / "lora.npy")
+    assert (fam, model_id, rev) == ("colqwen2", "acme/tiny-colqwen2-lora", adapter_commit)
+    assert _run_offline(hub, "acme/tiny-colqwen2-base", tmp_path / "base.npy") == [
+        "colqwen2",
+        "acme/tiny-colqwen2-base",
+        base_commit,
+    ]
+    with_lora, plain = np.load(tmp_path / "lora.npy"), np.load(tmp_path / "base.npy")
+    assert with_lora.shape == plain.shape
+    assert not np.allclose(with_lora, plain, atol=1e-3)  # the LoRA weights were applied

@@ -407,7 +407,7 @@ def test_edge_store_survives_close_and_reopen(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("backend", ["edge", "server"])
-def test_idf_forgets_deleted_points_after_compact(backend: str, tmp_path: Path) -> None:
+def test_idf_forgets_deleted_points_after_optimize(backend: str, tmp_path: Path) -> None:
     store = make_store(backend, tmp_path)
     try:
         store.create_collection("lib", CollectionSpec())
@@ -417,7 +417,7 @@ def test_idf_forgets_deleted_points_after_compact(backend: str, tmp_path: Path) 
             + [PointData(pid(9), {"kind": KIND_CHUNK, "doc_id": "gone"}, {SPARSE_CHUNK: sv({1: 1.0, 2: 1.0})})],
         )
         store.delete("lib", Where(doc_id="gone"))
-        store.compact("lib")
+        store.optimize("lib")
         # Four points left, all holding term 1: idf = ln(1 + 0.5 / 4.5).
         hits = store.search_sparse("lib", SPARSE_CHUNK, sv({1: 1.0}), Where(), 10)
         assert len(hits) == 4
@@ -427,7 +427,7 @@ def test_idf_forgets_deleted_points_after_compact(backend: str, tmp_path: Path) 
 
 
 def test_edge_idf_is_exact_after_reopen(tmp_path: Path) -> None:
-    """Even without compact(), a reload gives exact statistics."""
+    """Even without optimize(), a reload gives exact statistics."""
     s = EdgeStore(tmp_path)
     s.create_collection("lib", CollectionSpec())
     s.upsert("lib", [PointData(pid(i), {"doc_id": f"d{i}"}, {SPARSE_CHUNK: sv({1: 1.0})}) for i in range(5)])

@@ -174,6 +174,8 @@ def metadata_contribution(
         for eid in ent_ids:
             a, b = canonical(eid, "co_occurs_with", pid)
             edges.append(EdgeSpec(a, "co_occurs_with", b, cite("entity,period")))
+    if not edges:
+        return Contribution()  # nothing to say: the document is not in the graph
     return Contribution(tuple(_unique(nodes)), tuple(edges))
 
 
@@ -196,11 +198,13 @@ def text_contribution(
     passages: Iterable[Mapping[str, Any]],
     matcher: AliasMatcher,
     *,
+    title: str | None = None,
     nodes: Mapping[str, Node] | None = None,
     extractor: RelationExtractor | None = None,
 ) -> Contribution:
     """The ``text:<doc_id>`` source: ``mentions`` and ``co_occurs_with`` per passage (and, with
-    an extractor, model-derived relations). ``nodes`` (id → node) is needed by the extractor."""
+    an extractor, model-derived relations), and the document node when there is any.
+    ``nodes`` (id → node) is needed by the extractor."""
     dnode = doc_node(doc_id)
     edges: list[EdgeSpec] = []
     for p in sorted(passages, key=passage_order):
@@ -222,7 +226,9 @@ def text_contribution(
                 edges.append(EdgeSpec(a, "co_occurs_with", b, together))
         if extractor is not None and nodes is not None:
             edges.extend(_model_edges(extractor, text, [nodes[i] for i in ids if i in nodes], matcher, where))
-    return Contribution((), tuple(edges))
+    if not edges:
+        return Contribution()
+    return Contribution((NodeSpec(dnode, title or doc_id, DOCUMENT, RANK_METADATA),), tuple(edges))
 
 
 def _model_edges(

@@ -76,6 +76,10 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _digest(data: str) -> str:
+    return hashlib.sha1(data.encode()).hexdigest()
+
+
 def key_hash(key: str) -> str:
     """A removed source is remembered by this digest only: a deleted document's id does not stay
     in the file (invariant 4)."""
@@ -101,7 +105,9 @@ class _Memory:
         import networkx as nx
 
         self.g = nx.MultiDiGraph()
-        self.contrib: dict[str, Contribution] = {}
+        #: source key → (digest of its stored JSON, node ids, stored edges): what removing it
+        #: takes away. The contributions themselves stay in the file, not in memory.
+        self.sources: dict[str, tuple[str, tuple[str, ...], tuple[EdgeKey, ...]]] = {}
         self.specs: dict[str, dict[str, NodeSpec]] = {}
         #: norm(id, name or alias) → ids of the non-document nodes it names
         self.names: dict[str, set[str]] = {}
@@ -109,30 +115,30 @@ class _Memory:
         self.hashes: dict[str, str] = {}
         self._steps: dict[str, list[Step]] = {}
 
-    def apply(self, key: str, new: Contribution | None) -> None:
+    def apply(self, key: str, new: Contribution | None, digest: str = "") -> None:
         g = self.g
         touched: set[str] = set()  # nodes whose specs changed: merged again
         ends: set[str] = set()  # nodes whose edges changed: only new or orphaned ones matter
-        old = self.contrib.pop(key, None)
+        old = self.sources.pop(key, None)
         if old is not None:
             self.hashes.pop(key_hash(key), None)
-            for e in old.edges:
-                u, v = canonical(e.source, e.relation, e.target)
-                cites = g.get_edge_data(u, v, e.relation)
+            _, node_ids, edge_keys = old
+            for u, rel, v in edge_keys:
+                cites = g.get_edge_data(u, v, rel)
                 if cites is not None and cites.pop(key, None) is not None and not cites:
-                    g.remove_edge(u, v, e.relation)
+                    g.remove_edge(u, v, rel)
                 ends.update((u, v))
-            for s in old.nodes:
-                specs = self.specs.get(s.id)
+            for nid in node_ids:
+                specs = self.specs.get(nid)
                 if specs is not None:
                     specs.pop(key, None)
-                touched.add(s.id)
+                touched.add(nid)
         if new is not None:
-            self.contrib[key] = new
             self.hashes[key_hash(key)] = key
             for s in new.nodes:
                 self.specs.setdefault(s.id, {})[key] = s
                 touched.add(s.id)
+            stored: dict[EdgeKey, None] = {}
             for e in new.edges:
                 u, v = canonical(e.source, e.relation, e.target)
                 cites = g.get_edge_data(u, v, e.relation)
@@ -140,7 +146,9 @@ class _Memory:
                     g.add_edge(u, v, key=e.relation)
                     cites = g._succ[u][v][e.relation]
                 cites.setdefault(key, []).append(e.citation)
+                stored[(u, e.relation, v)] = None
                 ends.update((u, v))
+            self.sources[key] = (digest, tuple(s.id for s in new.nodes), tuple(stored))
         for nid in ends:
             self._steps.pop(nid, None)
         for nid in touched:
@@ -294,13 +302,13 @@ class NetworkXGraphStore:
             mem = _Memory()
             with _gc_paused():
                 for key, data in conn.execute("SELECT key, data FROM sources ORDER BY key"):
-                    mem.apply(key, Contribution.from_json(json.loads(data)))
+                    mem.apply(key, Contribution.from_json(json.loads(data)), _digest(data))
             lib.mem, lib.epoch, lib.gen = mem, epoch, gen
             logger.debug("graph %s loaded at generation %d", lib.folder.name, gen)
         elif gen > lib.gen:
             with _gc_paused():
                 for key, data in conn.execute("SELECT key, data FROM sources WHERE gen > ? ORDER BY key", (lib.gen,)):
-                    lib.mem.apply(key, Contribution.from_json(json.loads(data)))
+                    lib.mem.apply(key, Contribution.from_json(json.loads(data)), _digest(data))
                 for (digest,) in conn.execute("SELECT key FROM tombstones WHERE gen > ? ORDER BY key", (lib.gen,)):
                     key = lib.mem.hashes.get(digest)
                     if key is not None:
@@ -368,20 +376,22 @@ class NetworkXGraphStore:
             assert mem is not None and conn is not None
             for key in sorted(changes):
                 new = changes[key]
-                if mem.contrib.get(key) == new:
-                    continue
+                current = mem.sources.get(key)
+                data = None if new is None else json.dumps(new.to_json(), ensure_ascii=False, separators=(",", ":"))
+                digest = "" if data is None else _digest(data)
+                if (current is None and new is None) or (current is not None and current[0] == digest):
+                    continue  # unchanged: no write, no new generation
                 if lib.txn_gen is None:
                     lib.txn_gen = lib.gen + 1
-                if new is None:
+                if data is None:
                     conn.execute("DELETE FROM sources WHERE key = ?", (key,))
                     conn.execute("INSERT OR REPLACE INTO tombstones (key, gen) VALUES (?, ?)",
                                  (key_hash(key), lib.txn_gen))
                 else:
-                    data = json.dumps(new.to_json(), ensure_ascii=False, separators=(",", ":"))
                     conn.execute("INSERT OR REPLACE INTO sources (key, gen, data) VALUES (?, ?, ?)",
                                  (key, lib.txn_gen, data))
                     conn.execute("DELETE FROM tombstones WHERE key = ?", (key_hash(key),))
-                mem.apply(key, new)
+                mem.apply(key, new, digest)
 
     def drop(self, library: str) -> None:
         lib = self._lib(library)
@@ -401,12 +411,15 @@ class NetworkXGraphStore:
     def source_keys(self, library: str) -> list[str]:
         lib = self._lib(library)
         with lib.lock:
-            return sorted(self._mem(lib).contrib)
+            return sorted(self._mem(lib).sources)
 
     def contribution(self, library: str, key: str) -> Contribution | None:
         lib = self._lib(library)
         with lib.lock:
-            return self._mem(lib).contrib.get(key)
+            if key not in self._mem(lib).sources or lib.conn is None:
+                return None
+            row = lib.conn.execute("SELECT data FROM sources WHERE key = ?", (key,)).fetchone()
+        return Contribution.from_json(json.loads(row[0])) if row else None
 
     def node_specs(self, library: str, node_id: str) -> Mapping[str, NodeSpec]:
         lib = self._lib(library)
@@ -579,4 +592,4 @@ class NetworkXGraphStore:
         with lib.lock:
             mem = self._mem(lib)
             return {"nodes": mem.g.number_of_nodes(), "edges": mem.g.number_of_edges(),
-                    "sources": len(mem.contrib), "generation": lib.gen}
+                    "sources": len(mem.sources), "generation": lib.gen}

@@ -32,6 +32,7 @@ from ragspine.graph._model import (
     DEFAULT_MAX_HOPS,
     DOC_NODE_PREFIX,
     DOCUMENT,
+    ENTITY_TYPES,
     MAX_PATH_HOPS,
     META_PREFIX,
     TEXT_MATCHED_TYPES,
@@ -102,29 +103,33 @@ class GraphService:
         self, library: str, doc_id: str, version: int, title: str, meta: dict[str, Any],
         passages: list[dict[str, Any]],
     ) -> None:
+        fresh = not self.graphs.exists(library)
         with self.graphs.locked(library):
-            if not self.graphs.stats(library)["sources"]:
+            if fresh:
                 # First document, or a library indexed before it had a graph: build it all.
                 self._sync_documents(library, force_text=True, own={doc_id: passages})
                 return
             before = self._dictionary(library)
             declared = declared_index(self.graphs.contribution(library, DECLARED))
             self.graphs.replace_sources(
-                library, {META_PREFIX + doc_id: metadata_contribution(doc_id, version, title, meta, declared)}
+                library, {META_PREFIX + doc_id: _stored(metadata_contribution(doc_id, version, title, meta, declared))}
             )
             after = self._dictionary(library)
             if after != before:
-                self._rederive_text(library, after, self.libraries.active_versions(library), {doc_id: passages})
+                self._rederive_text(library, after, self._active_docs(library), {doc_id: passages})
             else:
-                self.graphs.replace_sources(library, {TEXT_PREFIX + doc_id: self._text(library, doc_id, version, passages, after)})
+                text = self._text(library, doc_id, version, title, passages, after)
+                self.graphs.replace_sources(library, {TEXT_PREFIX + doc_id: _stored(text)})
 
     def document_deleted(self, library: str, doc_id: str) -> None:
+        if not self.graphs.exists(library):
+            return  # no graph yet: the first use builds it from what is left
         with self.graphs.locked(library):
             before = self._dictionary(library)
             self.graphs.replace_sources(library, {META_PREFIX + doc_id: None, TEXT_PREFIX + doc_id: None})
             after = self._dictionary(library)
             if after != before:
-                self._rederive_text(library, after, self.libraries.active_versions(library), {})
+                self._rederive_text(library, after, self._active_docs(library), {})
 
     def library_deleted(self, library: str) -> None:
         self.graphs.drop(library)
@@ -159,11 +164,20 @@ class GraphService:
         return matcher
 
     def _text(
-        self, library: str, doc_id: str, version: int, passages: Sequence[Mapping[str, Any]], dictionary: dict[str, str]
+        self, library: str, doc_id: str, version: int, title: str | None, passages: Sequence[Mapping[str, Any]],
+        dictionary: dict[str, str],
     ) -> Contribution:
         nodes = {n.id: n for n in self.graphs.nodes(library)} if self.extractor is not None else None
-        return text_contribution(doc_id, version, passages, self._matcher(library, dictionary),
+        return text_contribution(doc_id, version, passages, self._matcher(library, dictionary), title=title,
                                  nodes=nodes, extractor=self.extractor)
+
+    def _active_docs(self, library: str) -> dict[str, tuple[int, str | None, dict[str, Any]]]:
+        """``doc_id → (active version, title, metadata)`` from the manifest."""
+        return {
+            e["doc_id"]: (int(e["active_version"]), e.get("title"), e.get("meta") or {})
+            for e in self.libraries.doc_entries(library)
+            if e.get("active_version") and not is_restricted((e.get("meta") or {}).get("sensitivity"))
+        }
 
     def _stored_passages(self, library: str, doc_id: str, version: int) -> list[dict[str, Any]]:
         """A document's passages as the store holds them (RESTRICTED ones never are; checked
@@ -175,7 +189,7 @@ class GraphService:
         ]
 
     def _rederive_text(
-        self, library: str, dictionary: dict[str, str], docs: Mapping[str, int],
+        self, library: str, dictionary: dict[str, str], docs: Mapping[str, tuple[int, str | None, Any]],
         own: Mapping[str, Sequence[Mapping[str, Any]]], only: set[str] | None = None,
     ) -> None:
         """Match the text of ``docs`` (all, or ``only`` these) again; drop text sources of
@@ -184,11 +198,11 @@ class GraphService:
             k: None for k in self.graphs.source_keys(library)
             if k.startswith(TEXT_PREFIX) and k[len(TEXT_PREFIX):] not in docs
         }
-        for doc_id, version in sorted(docs.items()):
+        for doc_id, (version, title, _) in sorted(docs.items()):
             if only is not None and doc_id not in only:
                 continue
             passages = own[doc_id] if doc_id in own else self._stored_passages(library, doc_id, version)
-            changes[TEXT_PREFIX + doc_id] = self._text(library, doc_id, version, passages, dictionary)
+            changes[TEXT_PREFIX + doc_id] = _stored(self._text(library, doc_id, version, title, passages, dictionary))
         self.graphs.replace_sources(library, changes)
 
     def _sync_documents(
@@ -197,30 +211,25 @@ class GraphService:
     ) -> None:
         """Make every document's sources match the manifest (call inside ``locked``): metadata
         sources always (they resolve against the declared aliases), text sources when the
-        dictionary changed, ``force_text`` is set, or a document has none yet."""
+        dictionary changed or ``force_text`` is set, else only those of documents whose text
+        source is missing or of another version."""
         if before is None:
             before = self._dictionary(library)
-        entries = [e for e in self.libraries.doc_entries(library) if e.get("active_version")]
-        docs = {e["doc_id"]: int(e["active_version"]) for e in entries}
+        docs = self._active_docs(library)
         declared = declared_index(self.graphs.contribution(library, DECLARED))
         keys = set(self.graphs.source_keys(library))
         changes: dict[str, Contribution | None] = {
             k: None for k in keys if k.startswith(META_PREFIX) and k[len(META_PREFIX):] not in docs
         }
-        for e in entries:
-            meta = e.get("meta") or {}
-            if is_restricted(meta.get("sensitivity")):
-                continue  # never committed; checked again all the same
-            changes[META_PREFIX + e["doc_id"]] = metadata_contribution(
-                e["doc_id"], docs[e["doc_id"]], e.get("title"), meta, declared
-            )
+        for doc_id, (version, title, meta) in docs.items():
+            changes[META_PREFIX + doc_id] = _stored(metadata_contribution(doc_id, version, title, meta, declared))
         self.graphs.replace_sources(library, changes)
         after = self._dictionary(library)
         if force_text or after != before:
             self._rederive_text(library, after, docs, own or {})
         else:
-            missing = {d for d in docs if TEXT_PREFIX + d not in keys or self._text_version(library, d) not in (None, docs[d])}
-            self._rederive_text(library, after, docs, own or {}, only=missing)
+            stale = {d for d, (version, _, _) in docs.items() if self._text_version(library, d) not in (None, version)}
+            self._rederive_text(library, after, docs, own or {}, only=stale)
 
     def _text_version(self, library: str, doc_id: str) -> int | None:
         c = self.graphs.contribution(library, TEXT_PREFIX + doc_id)
@@ -273,10 +282,8 @@ class GraphService:
         self._ensure_built(library)
         types = None
         if type is not None:
-            from ragspine.graph._model import NODE_TYPES
-
-            if type not in NODE_TYPES or type == DOCUMENT:
-                raise InvalidRequestError(f"unknown entity type {type!r}; allowed: {', '.join(NODE_TYPES[:-1])}")
+            if type not in ENTITY_TYPES:
+                raise InvalidRequestError(f"unknown entity type {type!r}; allowed: {', '.join(ENTITY_TYPES)}")
             types = {type}
         return self.graphs.find(library, query, types=types, limit=limit)
 
@@ -360,8 +367,10 @@ class GraphService:
 
     def search(self, req: "SearchRequest", searcher: "Searcher") -> "SearchResponse":
         """Run ``req`` over the entities its ``expand`` reaches: one filtered retrieval per
-        entity (documents whose metadata names it, and pages that mention it), fused by RRF;
-        every hit carries the path that brought it in, each edge with its citations."""
+        entity (documents whose metadata names it, and pages that mention it), the per-entity
+        rankings fused by RRF (k = ``RAGSPINE_RRF_K``, equal weights; a page reached through
+        several entities collects a share from each), ``scores["fused"]`` being that fused score.
+        Every hit carries the paths that brought it in (``via``), each edge with its citations."""
         from ragspine.retrieval.search import SearchResponse
 
         t0 = time.perf_counter()
@@ -468,6 +477,11 @@ class GraphService:
                     pages.setdefault(int(c["page"]), []).append(c)
             out[e.source[len(DOC_NODE_PREFIX):]] = (meta, pages)
         return out
+
+
+def _stored(c: Contribution) -> Contribution | None:
+    """What a source stores: nothing when it has nothing to say."""
+    return c if c.nodes or c.edges else None
 
 
 def _brief(node: Node | None) -> dict[str, Any]:

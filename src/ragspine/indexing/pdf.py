@@ -21,6 +21,9 @@ from ragspine.errors import CorruptPDFError, EmptyPDFError, EncryptedPDFError, N
 from ragspine.retrieval.tokenizer import is_cjk_char
 
 logger = logging.getLogger(__name__)
+# MuPDF prints its errors and warnings (e.g. "could not parse color space") to stdout, which
+# corrupts machine-readable CLI output such as `ragspine eval --json`: send them to logging.
+pymupdf.set_messages(pylogging=True, pylogging_name="ragspine.mupdf", pylogging_level=logging.INFO)
 
 BBox = tuple[float, float, float, float]
 #: Separator between paragraphs (text blocks) in a page's text.

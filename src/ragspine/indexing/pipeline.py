@@ -457,7 +457,7 @@ class Indexer:
             prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
             self._update_record(library, fields, chunk_stats, page_stats, prev_stats)
             if old_version is not None:
-                self.store.compact(library)  # the old version leaves IDF statistics and disk
+                self.store.optimize(library)  # the old version leaves IDF statistics and disk
             else:
                 self.store.flush(library)
             warnings = self._notify("document_committed", library, doc_id, version, title, fields, passages)
@@ -559,7 +559,7 @@ class Indexer:
                 self.libraries.put_doc_entry(library, {**prev, "staging_version": None, "max_version": version})
             else:
                 self.libraries.delete_doc_entry(library, doc_id)
-            self.store.compact(library)
+            self.store.optimize(library)
         except Exception:
             logger.exception("cleanup after a failed ingest failed; it is retried when the library opens")
 
@@ -652,7 +652,7 @@ class Indexer:
                     rec.stats[name].tokens -= old.tokens
                     rec.stats[name].count -= old.count
             self.libraries.save(rec)
-            self.store.compact(library)  # no trace in IDF statistics or on disk
+            self.store.optimize(library)  # no trace in IDF statistics or on disk
             self._notify("document_deleted", library, doc_id)
             self._maybe_reweight(library)
         logger.info("deleted a document and its thumbnails")
@@ -682,7 +682,7 @@ class Indexer:
                         self.libraries.delete_doc_entry(library, doc_id)
             if fixed:
                 self._rebuild_record(library)
-                self.store.compact(library)
+                self.store.optimize(library)
         return fixed
 
     def _rebuild_record(self, library: str) -> None:

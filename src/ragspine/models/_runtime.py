@@ -44,7 +44,9 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if name.split(":", 1)[0] not in DEVICES[1:]:
-        raise ModelLoadError(f"unknown device {device!r}; allowed: {', '.join(DEVICES)} (cuda:N too)")
+        raise ModelLoadError(
+            f"unknown device {device!r}; allowed: {', '.join(DEVICES)} (cuda:N too)"
+        )
     dev = torch.device(name)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ModelLoadError(f"device {device!r} asked for, but torch sees no CUDA GPU")

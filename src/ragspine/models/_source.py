@@ -30,7 +30,9 @@ from ragspine.models.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
 
-_SNAPSHOT_RE = re.compile(r"models--(?P<repo>[^/\\]+)[/\\]snapshots[/\\](?P<rev>[0-9a-f]{40})(?:[/\\]|$)")
+_SNAPSHOT_RE = re.compile(
+    r"models--(?P<repo>[^/\\]+)[/\\]snapshots[/\\](?P<rev>[0-9a-f]{40})(?:[/\\]|$)"
+)
 #: Files whose bytes define a model's configuration.
 _CONFIG_FILES = (
     "config.json",
@@ -70,8 +72,27 @@ class ModelSource:
         return self.repo_id if self.repo_id is not None else str(self.path)
 
     @property
+    def is_adapter(self) -> bool:
+        """A PEFT adapter repository (``adapter_config.json``), e.g. vidore/colqwen2-v1.0."""
+        return (self.path / "adapter_config.json").is_file()
+
+    @property
     def load_kwargs(self) -> dict[str, Any]:
-        """Extra ``from_pretrained`` arguments pinning the Hub commit."""
+        """Extra ``from_pretrained`` arguments pinning the Hub commit.
+
+        For a PEFT adapter the commit is the adapter repository's, so it goes to
+        ``adapter_kwargs``; a top-level ``revision`` would also be asked of the base model's
+        repository, which has no such commit.
+        """
+        if self.repo_id is None:
+            return {}
+        if self.is_adapter:
+            return {"adapter_kwargs": {"revision": self.revision}}
+        return {"revision": self.revision}
+
+    @property
+    def file_kwargs(self) -> dict[str, Any]:
+        """``from_pretrained`` arguments for files of this repository itself (processors)."""
         return {"revision": self.revision} if self.repo_id is not None else {}
 
     def read_json(self, filename: str) -> dict[str, Any] | None:
@@ -110,7 +131,7 @@ class ModelSource:
             return Path(
                 snapshot_download(self.repo_id, revision=self.revision, ignore_patterns=HUB_IGNORE)
             )
-        except Exception as e:  # noqa: BLE001 - any hub failure is one clear load error
+        except Exception as e:
             raise ModelLoadError(
                 f"{self.repo_id}@{self.revision}: could not fetch the model files from the "
                 f"Hugging Face Hub or its local cache ({type(e).__name__}: {e})"
@@ -192,7 +213,9 @@ def resolve_source(
         if ident is not None:
             repo_id, rev = ident
             return ModelSource(model_id=model_id or repo_id, revision=rev, path=path)
-        return ModelSource(model_id=model_id or str(path), revision=folder_fingerprint(path), path=path)
+        return ModelSource(
+            model_id=model_id or str(path), revision=folder_fingerprint(path), path=path
+        )
     return _resolve_hub(name, model_id=model_id, patterns=hub_patterns or ["*.json"])
 
 
@@ -205,7 +228,7 @@ def _resolve_hub(repo_id: str, *, model_id: str | None, patterns: list[str]) -> 
         raise MissingExtraError("huggingface-hub", "gpu", f"loading {repo_id!r}") from e
     try:
         snap = Path(snapshot_download(repo_id, allow_patterns=patterns))
-    except Exception as e:  # noqa: BLE001 - offline, unknown repo, no cache: one clear error
+    except Exception as e:
         raise ModelLoadError(
             f"{repo_id!r} is not a local folder, and the Hugging Face Hub could not provide it "
             f"({type(e).__name__}: {e}). Give a folder written by save_pretrained, or pre-fill "

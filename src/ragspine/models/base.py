@@ -249,9 +249,7 @@ def _check_texts(texts: Sequence[str], what: str) -> list[str]:
     out = list(texts)
     for i, t in enumerate(out):
         if not isinstance(t, str):
-            raise InvalidRequestError(
-                f"{what}: item {i} is {type(t).__name__}, expected str"
-            )
+            raise InvalidRequestError(f"{what}: item {i} is {type(t).__name__}, expected str")
     return out
 
 
@@ -284,7 +282,9 @@ class _ModelInfo:
     def __repr__(self) -> str:
         dim = getattr(self, "dim", None)
         extra = f", dim={dim}" if dim is not None else ""
-        return f"{type(self).__name__}(model_id={self.model_id!r}, revision={self.revision!r}{extra})"
+        return (
+            f"{type(self).__name__}(model_id={self.model_id!r}, revision={self.revision!r}{extra})"
+        )
 
 
 class BasePageEncoder(_ModelInfo, ABC):
@@ -348,7 +348,9 @@ class BasePageEncoder(_ModelInfo, ABC):
             )
         plan = plan_batches([-len(t) for t in texts], self.query_batch_size)
         out = _run_batched(texts, plan, self._encode_queries, "encode_queries", self.model_id)
-        return [_check_multivector(q, self.dim, self.model_id, "query", i) for i, q in enumerate(out)]
+        return [
+            _check_multivector(q, self.dim, self.model_id, "query", i) for i, q in enumerate(out)
+        ]
 
     def _bucket_key(self, image: Image) -> Hashable:
         return image.size
@@ -405,9 +407,7 @@ class BaseReranker(_ModelInfo, ABC):
         if not texts:
             return []
         plan = plan_batches([-len(t) for t in texts], self.batch_size)
-        out = _run_batched(
-            texts, plan, lambda b: self._score(query, b), "score", self.model_id
-        )
+        out = _run_batched(texts, plan, lambda b: self._score(query, b), "score", self.model_id)
         scores = [float(s) for s in out]
         bad = [i for i, s in enumerate(scores) if not np.isfinite(s)]
         if bad:

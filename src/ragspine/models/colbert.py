@@ -140,7 +140,13 @@ class ColBERTEncoder(BaseTextMultiVectorEncoder):
         projection = projection.to(device=dev, dtype=dt).eval()
         logger.info("loaded ColBERT %s (%s layout) on %s", source.model_id, layout, dev)
         return cls(
-            backbone, projection, tokenizer, settings, source=source, device=dev, batch_size=batch_size
+            backbone,
+            projection,
+            tokenizer,
+            settings,
+            source=source,
+            device=dev,
+            batch_size=batch_size,
         )
 
     @torch.inference_mode()
@@ -346,7 +352,7 @@ def _read_tensors(folder: Path, names: list[str]) -> dict[str, torch.Tensor]:
         path = files.get(name) or (st if st.is_file() else None)
         if path is not None and path.is_file():
             with safe_open(str(path), framework="pt") as f:
-                if name in f.keys():
+                if name in f.keys():  # noqa: SIM118 - safe_open has no __contains__
                     out[name] = f.get_tensor(name)
     rest = [n for n in names if n not in out]
     if rest and (folder / "pytorch_model.bin").is_file():

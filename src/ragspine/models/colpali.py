@@ -78,7 +78,7 @@ class ColVisionEncoder(BasePageEncoder):
         batch_size: int | None = None,
         query_batch_size: int | None = None,
     ) -> None:
-        self.model = model
+        self.model: Any = model
         self.processor = processor
         self.source = source
         self.model_id = source.model_id
@@ -112,13 +112,18 @@ class ColVisionEncoder(BasePageEncoder):
         model_cls = getattr(cem, cls.model_class)
         proc_cls = getattr(cem, cls.processor_class)
         logger.info(
-            "loading %s (%s) at %s on %s as %s", source.model_id, cls.family, source.revision, dev, dt
+            "loading %s (%s) at %s on %s as %s",
+            source.model_id,
+            cls.family,
+            source.revision,
+            dev,
+            dt,
         )
         try:
             model = model_cls.from_pretrained(
                 source.load_name, **model_kwargs(dt, attn, dev), **source.load_kwargs
             )
-            processor = proc_cls.from_pretrained(source.load_name, **source.load_kwargs)
+            processor = proc_cls.from_pretrained(source.load_name, **source.file_kwargs)
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ModelLoadError(
                 f"{source.model_id}: could not load it as {cls.family} "
@@ -142,7 +147,7 @@ class ColVisionEncoder(BasePageEncoder):
         )
 
     @classmethod
-    def _after_load(cls, model: torch.nn.Module) -> None:
+    def _after_load(cls, model: Any) -> None:
         """Repairs a freshly loaded model needs before it can move devices (default: none)."""
 
     # -- the template's hooks ------------------------------------------------------------------
@@ -215,10 +220,10 @@ class ColPaliEncoder(ColVisionEncoder):
     model_class = "ColPali"
     processor_class = "ColPaliProcessor"
     #: Only the last position's LM logits: the 257k-vocabulary head is not needed for retrieval.
-    forward_kwargs = {"logits_to_keep": 1}
+    forward_kwargs: ClassVar[dict[str, Any]] = {"logits_to_keep": 1}
 
     @classmethod
-    def _after_load(cls, model: torch.nn.Module) -> None:
+    def _after_load(cls, model: Any) -> None:
         # Checkpoints leave out the LM head tied to the input embeddings, and under
         # transformers 5 ColPali does not re-tie it: it stays on the meta device. Tie it here.
         head = model.model.lm_head
@@ -287,7 +292,7 @@ class ColQwen2Encoder(ColVisionEncoder):
         return out
 
 
-class ColQwen2_5Encoder(ColQwen2Encoder):  # noqa: N801 - mirrors colpali-engine's class name
+class ColQwen2_5Encoder(ColQwen2Encoder):
     """ColQwen2.5 (Qwen2.5-VL): same layout as ColQwen2."""
 
     family = "colqwen2_5"

@@ -20,6 +20,7 @@ from ragspine.models.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
 
+
 class CrossEncoderReranker(BaseReranker):
     """``(query, text)`` pairs scored jointly by one transformer."""
 
@@ -55,10 +56,12 @@ class CrossEncoderReranker(BaseReranker):
                 device=str(dev),
                 max_length=max_length,
                 model_kwargs=mk,
-                **source.load_kwargs,
+                **source.file_kwargs,
             )
         except (OSError, ValueError) as e:
-            raise ModelLoadError(f"{source.model_id}: cannot load it as a cross-encoder: {e}") from e
+            raise ModelLoadError(
+                f"{source.model_id}: cannot load it as a cross-encoder: {e}"
+            ) from e
         model.eval()
         logger.info("loaded cross-encoder %s on %s", source.model_id, dev)
         return cls(model, source=source, batch_size=batch_size)

@@ -61,7 +61,10 @@ class SentenceTransformerEncoder(BaseDenseTextEncoder):
         self.source = source
         self.model_id = source.model_id
         self.revision = source.revision
-        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        get_dim = (
+            getattr(model, "get_embedding_dimension", None)
+            or model.get_sentence_embedding_dimension
+        )
         self.dim = int(get_dim())
         if batch_size:
             self.batch_size = batch_size
@@ -83,10 +86,12 @@ class SentenceTransformerEncoder(BaseDenseTextEncoder):
                 source.load_name,
                 device=str(dev),
                 model_kwargs={"dtype": resolve_dtype(dtype, dev)},
-                **source.load_kwargs,
+                **source.file_kwargs,
             )
         except (OSError, ValueError) as e:
-            raise ModelLoadError(f"{source.model_id}: cannot load it with sentence-transformers: {e}") from e
+            raise ModelLoadError(
+                f"{source.model_id}: cannot load it with sentence-transformers: {e}"
+            ) from e
         model.eval()
         logger.info("loaded dense encoder %s on %s", source.model_id, dev)
         return cls(model, source=source, batch_size=batch_size)

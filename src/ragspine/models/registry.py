@@ -123,7 +123,9 @@ def _build_colbert(model: str | None, **kw: Any) -> Reranker:
     require(TRANSFORMERS_PACKAGES, "The ColBERT reranker")
     from ragspine.models.colbert import ColBERTEncoder, ColBERTReranker
 
-    return ColBERTReranker(ColBERTEncoder.from_source(resolve_source(model or DEFAULT_COLBERT), **kw))
+    return ColBERTReranker(
+        ColBERTEncoder.from_source(resolve_source(model or DEFAULT_COLBERT), **kw)
+    )
 
 
 def _build_none(model: str | None, **kw: Any) -> None:
@@ -173,7 +175,5 @@ def load_reranker(
     """
     key = str(kind).strip().lower().replace("-", "_")
     if key not in RERANKERS:
-        raise ModelLoadError(
-            f"unknown reranker kind {kind!r}; allowed: {', '.join(RERANKERS)}"
-        )
+        raise ModelLoadError(f"unknown reranker kind {kind!r}; allowed: {', '.join(RERANKERS)}")
     return RERANKERS[key](None if model is None else str(model), device=device, dtype=dtype)

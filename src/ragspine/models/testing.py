@@ -52,15 +52,34 @@ def _bpe(specials: list[str], vocab_size: int = 512) -> Any:
 
 def _wordpiece(extra_specials: list[str] = ()) -> Any:  # type: ignore[assignment]
     """A BERT-style WordPiece tokenizer (``[CLS] ... [SEP]``) wrapped for transformers."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
-    specials = ["[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *extra_specials]
+    specials = [
+        "[PAD]",
+        "[unused0]",
+        "[unused1]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        *extra_specials,
+    ]
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=400, special_tokens=specials, show_progress=False)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=400, special_tokens=specials, show_progress=False
+    )
     tok.train_from_iterator(CORPUS * 8, trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
@@ -138,7 +157,11 @@ def _tiny_lm(vocab: int, **kw: Any) -> dict[str, Any]:
 def colpali_parts(size: str = "tiny") -> tuple[Any, Any]:
     """ColPali (PaliGemma) ``(config, processor)``: tiny = 56 px, 4x4 patches; full = 3B, 448 px."""
     from colpali_engine.models import ColPaliProcessor
-    from transformers import PaliGemmaConfig, PreTrainedTokenizerFast, SiglipImageProcessor
+    from transformers import (
+        PaliGemmaConfig,
+        PreTrainedTokenizerFast,
+        SiglipImageProcessor,
+    )
 
     tok = PreTrainedTokenizerFast(
         tokenizer_object=_bpe(["<pad>", "<eos>", "<bos>", "<unk>", "<image>"]),
@@ -150,9 +173,12 @@ def colpali_parts(size: str = "tiny") -> tuple[Any, Any]:
     )
     image_size, patch = (56, 14) if size == "tiny" else (448, 14)
     ip = SiglipImageProcessor(
-        size={"height": image_size, "width": image_size}, image_seq_length=(image_size // patch) ** 2
+        size={"height": image_size, "width": image_size},
+        image_seq_length=(image_size // patch) ** 2,
     )
-    processor = ColPaliProcessor(image_processor=ip, tokenizer=tok)  # adds PaliGemma's loc/seg tokens
+    processor = ColPaliProcessor(
+        image_processor=ip, tokenizer=tok
+    )  # adds PaliGemma's loc/seg tokens
     if size == "tiny":
         vocab, proj = len(tok), _HIDDEN
         text = _tiny_lm(vocab, head_dim=16)
@@ -192,7 +218,6 @@ def colpali_parts(size: str = "tiny") -> tuple[Any, Any]:
         projection_dim=proj,
         hidden_size=text["hidden_size"],
         vocab_size=vocab,
-        pad_token_id=tok.pad_token_id,
     )
     return config, processor
 
@@ -201,7 +226,9 @@ def _qwen_parts(family: str, size: str) -> tuple[Any, Any]:
     import colpali_engine.models as cem
     import transformers
     from transformers import PreTrainedTokenizerFast, Qwen2VLImageProcessor
-    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+    from transformers.models.qwen2_vl.video_processing_qwen2_vl import (
+        Qwen2VLVideoProcessor,
+    )
 
     v25 = family == "colqwen2_5"
     tok = PreTrainedTokenizerFast(
@@ -232,7 +259,13 @@ def _qwen_parts(family: str, size: str) -> tuple[Any, Any]:
                 "fullatt_block_indexes": [1],
             }
         else:
-            vision = {"depth": 2, "embed_dim": _HIDDEN, "hidden_size": _HIDDEN, "num_heads": 2, "mlp_ratio": 2}
+            vision = {
+                "depth": 2,
+                "embed_dim": _HIDDEN,
+                "hidden_size": _HIDDEN,
+                "num_heads": 2,
+                "mlp_ratio": 2,
+            }
     else:
         mrope = [16, 24, 24]
         if v25:  # Qwen2.5-VL-3B
@@ -262,7 +295,13 @@ def _qwen_parts(family: str, size: str) -> tuple[Any, Any]:
                 "num_attention_heads": 12,
                 "num_key_value_heads": 2,
             }
-            vision = {"depth": 32, "embed_dim": 1280, "hidden_size": 1536, "num_heads": 16, "mlp_ratio": 4}
+            vision = {
+                "depth": 32,
+                "embed_dim": 1280,
+                "hidden_size": 1536,
+                "num_heads": 16,
+                "mlp_ratio": 4,
+            }
     config = getattr(transformers, "Qwen2_5_VLConfig" if v25 else "Qwen2VLConfig")(
         text_config={
             **text,
@@ -274,7 +313,12 @@ def _qwen_parts(family: str, size: str) -> tuple[Any, Any]:
             "bos_token_id": ids["<|endoftext|>"],
             "eos_token_id": ids["<|im_end|>"],
         },
-        vision_config={"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, **vision},
+        vision_config={
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            **vision,
+        },
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
@@ -297,7 +341,11 @@ def colidefics3_parts(size: str = "tiny") -> tuple[Any, Any]:
     """ColIdefics3 / ColSmol: tiny = 56 px tiles of 2x2 tokens; full = SmolVLM-256M, 512 px
     tiles of 8x8 tokens, pages up to 2048 px on the long edge."""
     from colpali_engine.models import ColIdefics3Processor
-    from transformers import Idefics3Config, Idefics3ImageProcessor, PreTrainedTokenizerFast
+    from transformers import (
+        Idefics3Config,
+        Idefics3ImageProcessor,
+        PreTrainedTokenizerFast,
+    )
 
     tok = PreTrainedTokenizerFast(
         tokenizer_object=_bpe(_IDEFICS3_SPECIALS),
@@ -308,7 +356,12 @@ def colidefics3_parts(size: str = "tiny") -> tuple[Any, Any]:
     if size == "tiny":
         tile, patch, scale, longest = 56, 14, 2, 112
         text = _tiny_lm(len(tok))
-        vision = {"hidden_size": _HIDDEN, "intermediate_size": 2 * _HIDDEN, "num_hidden_layers": 2, "num_attention_heads": 2}
+        vision = {
+            "hidden_size": _HIDDEN,
+            "intermediate_size": 2 * _HIDDEN,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+        }
     else:  # SmolVLM-256M
         tile, patch, scale, longest = 512, 16, 4, 2048
         text = {
@@ -319,16 +372,22 @@ def colidefics3_parts(size: str = "tiny") -> tuple[Any, Any]:
             "num_attention_heads": 9,
             "num_key_value_heads": 3,
         }
-        vision = {"hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12, "num_attention_heads": 12}
+        vision = {
+            "hidden_size": 768,
+            "intermediate_size": 3072,
+            "num_hidden_layers": 12,
+            "num_attention_heads": 12,
+        }
     seq_len = (tile // patch) ** 2 // scale**2
-    ip = Idefics3ImageProcessor(size={"longest_edge": longest}, max_image_size={"longest_edge": tile})
+    ip = Idefics3ImageProcessor(
+        size={"longest_edge": longest}, max_image_size={"longest_edge": tile}
+    )
     processor = ColIdefics3Processor(image_processor=ip, tokenizer=tok, image_seq_len=seq_len)
     config = Idefics3Config(
         text_config={"model_type": "llama", "pad_token_id": tok.pad_token_id, **text},
         vision_config={"image_size": tile, "patch_size": patch, **vision},
         image_token_id=tok.convert_tokens_to_ids("<image>"),
         scale_factor=scale,
-        pad_token_id=tok.pad_token_id,
     )
     return config, processor
 
@@ -359,7 +418,9 @@ def random_page_model(
     import torch
 
     if family not in PAGE_PARTS or size not in SIZES:
-        raise ValueError(f"unknown family/size {family!r}/{size!r}; known {list(PAGE_PARTS)} x {SIZES}")
+        raise ValueError(
+            f"unknown family/size {family!r}/{size!r}; known {list(PAGE_PARTS)} x {SIZES}"
+        )
     config, processor = PAGE_PARTS[family](size)
     torch.manual_seed(seed)
     dt = dtype or torch.float32
@@ -450,7 +511,9 @@ def build_pylate(folder: Path, seed: int = 1, dim: int = 16) -> Path:
     dense = folder / "1_Dense"
     dense.mkdir(exist_ok=True)
     linear = torch.nn.Linear(_HIDDEN, dim, bias=False)
-    save_file({"linear.weight": linear.weight.detach().contiguous()}, str(dense / "model.safetensors"))
+    save_file(
+        {"linear.weight": linear.weight.detach().contiguous()}, str(dense / "model.safetensors")
+    )
     (dense / "config.json").write_text(
         json.dumps(
             {
@@ -464,7 +527,12 @@ def build_pylate(folder: Path, seed: int = 1, dim: int = 16) -> Path:
     (folder / "modules.json").write_text(
         json.dumps(
             [
-                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                {
+                    "idx": 0,
+                    "name": "0",
+                    "path": "",
+                    "type": "sentence_transformers.models.Transformer",
+                },
                 {"idx": 1, "name": "1", "path": "1_Dense", "type": "pylate.models.Dense.Dense"},
             ]
         )
@@ -501,8 +569,13 @@ def build_cross_encoder(folder: Path, seed: int = 2) -> Path:
 def build_dense(folder: Path, seed: int = 3) -> Path:
     """A sentence-transformers folder: tiny BERT + mean pooling + normalisation."""
     import torch
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
     from transformers import BertModel
+
+    try:  # sentence-transformers >= 6
+        from sentence_transformers.sentence_transformer import modules as models
+    except ImportError:  # pragma: no cover - older releases
+        from sentence_transformers import models  # type: ignore[no-redef]
 
     folder = Path(folder)
     backbone = folder.parent / f"{folder.name}-backbone"

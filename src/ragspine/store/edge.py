@@ -169,7 +169,7 @@ class EdgeStore:
                 )
             for n in spec.sparse_idf:
                 sparse[n] = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
-        # Vacuum any segment with a deleted point when compact() runs: Qdrant Edge keeps
+        # Vacuum any segment with a deleted point when optimize() runs: Qdrant Edge keeps
         # deleted points in its IDF statistics and their payloads in segment files until
         # then, and a document deleted (or re-classified RESTRICTED) must leave no trace.
         optimizers = qe.EdgeOptimizersConfig(
@@ -372,17 +372,15 @@ class EdgeStore:
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._shard(name).query(req)]
 
     def optimize(self, name: str) -> None:
-        """Edge 0.9 runs no background optimizer: HNSW graphs and quantized copies are built
-        only here, so call it after bulk ingest (until then searches scan the raw vectors)."""
-        self._shard(name).optimize()
-
-    def flush(self, name: str) -> None:
-        self._shard(name).flush()
-
-    def compact(self, name: str) -> None:
+        """Edge 0.9 runs no background optimizer: HNSW graphs and quantized copies are built,
+        and segments with deleted points vacuumed (see ``_VACUUM_DELETED_FRACTION``), only
+        here. Call it after bulk ingest and after deletes."""
         shard = self._shard(name)
         shard.optimize()
         shard.flush()
+
+    def flush(self, name: str) -> None:
+        self._shard(name).flush()
 
     def close(self) -> None:
         with self._lock:

@@ -311,14 +311,12 @@ class ServerStore:
         return sort_hits([Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points], limit)
 
     def optimize(self, name: str) -> None:
-        """The server builds indexes in the background; nothing to start here."""
+        """The server builds indexes, excludes deleted points from IDF and vacuums in the
+        background; nothing to start here."""
         self._check(name)
 
     def flush(self, name: str) -> None:
         """The server persists on write (``wait=True``); nothing to do."""
-
-    def compact(self, name: str) -> None:
-        """The server excludes deleted points from IDF and vacuums on its own; nothing to do."""
 
     def close(self) -> None:
         self.client.close()
