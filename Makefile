@@ -17,8 +17,11 @@ $(VENV)/.installed-run: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[demo]'
 	touch $@
 
+# The model tests run in CI, so the test setup installs the GPU extra too (it runs on CPU).
+# 'torch===2.13.0' (exact string) takes PyPI's build rather than a local '2.13.0+cpu' wheel,
+# beside which PyPI's torchvision cannot load ('operator torchvision::nms does not exist').
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet 'torch===2.13.0' -e '.[dev,gpu]'
 	touch $@ $(VENV)/.installed-run
 
 setup: $(VENV)/.installed-run
@@ -30,7 +33,7 @@ run: setup
 
 ## test: everything but GPU tests
 test: setup-dev
-	$(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
+	RAGSPINE_TEST_REQUIRE_GPU_EXTRA=1 $(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
 
 bench: setup-dev
 	$(BIN)/python bench/lexical.py

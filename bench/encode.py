@@ -163,6 +163,8 @@ def bench_one(
         enc, label = build_encoder(spec, args, Path(tmp))
         load_s = time.perf_counter() - t0
     dev = enc.device
+    if args.prefetch is not None:
+        enc.prefetch = args.prefetch
     if args.compile:
         enc.model = torch.compile(enc.model)
     if dev.type == "cuda":
@@ -217,6 +219,7 @@ def bench_one(
         "device": str(dev),
         "dtype": str(enc.dtype).removeprefix("torch."),
         "batch_size": bs,
+        "prefetch_threads": enc.prefetch,
         "pages": n,
         "tokens_per_page": round(tokens, 1),
         "load_s": round(load_s, 1),
@@ -277,6 +280,12 @@ def main() -> int:
     ap.add_argument("--dtype", default=None, help="default: bfloat16 on CUDA, float32 elsewhere")
     ap.add_argument(
         "--attn", default=None, help="attention implementation (default: transformers' own, SDPA)"
+    )
+    ap.add_argument(
+        "--prefetch",
+        type=int,
+        default=None,
+        help="batches preprocessed ahead on helper threads (default: 4 on CUDA, 0 on CPU)",
     )
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (slow warm-up)")
     ap.add_argument(

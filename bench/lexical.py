@@ -26,7 +26,6 @@ import json
 import os
 import pstats
 import shutil
-import statistics
 import sys
 import tempfile
 import time

@@ -275,9 +275,12 @@ def _workspace(settings: Settings, name: str, keep_dir: Path | None) -> Iterator
                 engine.delete_library(library)
         except Exception:
             logger.exception("could not drop evaluation library %s", library)
-        engine.close()
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            try:
+                engine.close()
+            finally:
+                if tmp is not None:
+                    shutil.rmtree(tmp, ignore_errors=True)
 
 
 # -- searching ---------------------------------------------------------------------------------

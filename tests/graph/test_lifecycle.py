@@ -181,6 +181,19 @@ def test_a_library_indexed_before_the_graph_gets_one(demo_data_dir: Path, tmp_pa
         b.close()
 
 
+def test_a_delete_before_the_graph_exists_does_not_leave_an_empty_one(demo_data_dir: Path, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    shutil.copytree(demo_data_dir, data_dir)
+    shutil.rmtree(data_dir / "graphs")
+    eng = Engine(Settings(data_dir=data_dir))
+    try:
+        eng.delete_document(DEMO_LIBRARY, GLOBEX)
+        docs = {n["id"] for n in eng.graph.snapshot(DEMO_LIBRARY)["nodes"] if n["type"] == "document"}
+        assert docs == {"doc:acme-energy-bulletin-2023", "doc:acme-holdings-ar-2023", f"doc:{ROBOTICS}"}
+    finally:
+        eng.close()
+
+
 class CoMentionExtractor:
     """A stand-in model: relates the entities it is shown, plus noise it must not get away with."""
 

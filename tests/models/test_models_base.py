@@ -247,7 +247,7 @@ def test_page_template_prefetch_gives_the_same_result() -> None:
     images = [pil.new("RGB", (w, 10)) for w in (5, 9, 7, 5, 9, 8)]
     plain = FakePages().encode_pages(images)
     enc = FakePages()
-    enc.prefetch = True
+    enc.prefetch = 3
     fetched = enc.encode_pages(images)
     for a, b in zip(plain, fetched, strict=True):
         np.testing.assert_array_equal(a.vectors, b.vectors)

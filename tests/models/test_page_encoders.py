@@ -76,6 +76,20 @@ def test_queries_padded_batches_match_single_and_have_no_nan(page_encoder: Any) 
     assert batched[1].shape[0] > batched[0].shape[0]
 
 
+def test_prefetch_threads_give_the_same_pages(page_encoder: Any, page_images: list[Any]) -> None:
+    """Preprocessing on helper threads (the GPU default) changes nothing in the result."""
+    inline = page_encoder.encode_pages(page_images)
+    page_encoder.prefetch = 3
+    try:
+        threaded = page_encoder.encode_pages(page_images)
+    finally:
+        page_encoder.prefetch = 0
+    for a, b in zip(inline, threaded, strict=True):
+        assert a.grid == b.grid
+        np.testing.assert_array_equal(a.image_mask, b.image_mask)
+        np.testing.assert_allclose(a.vectors, b.vectors, atol=1e-6)
+
+
 def test_encoding_is_deterministic(page_encoder: Any, page_images: list[Any]) -> None:
     a = page_encoder.encode_pages(page_images[:3])
     b = page_encoder.encode_pages(page_images[:3])

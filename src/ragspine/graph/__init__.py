@@ -48,7 +48,24 @@ _EXPORTS = {
     "GraphError": "ragspine.graph.errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "DEFAULT_MAX_HOPS",
+    "DEFAULT_NEIGHBORS",
+    "ENTITY_TYPES",
+    "Edge",
+    "ExtractedRelation",
+    "GraphError",
+    "GraphService",
+    "GraphStore",
+    "MAX_DEPTH",
+    "MAX_NEIGHBORS",
+    "MAX_PATH_HOPS",
+    "MAX_RELATIONS_BYTES",
+    "Node",
+    "RELATIONS",
+    "RelationExtractor",
+    "open_graph_store",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -200,12 +201,13 @@ def _run_batched(
     model_id: str,
     *,
     prepare: Callable[[list[_T]], Any] | None = None,
-    prefetch: bool = False,
+    prefetch: int = 0,
 ) -> list[_R]:
     """Call ``fn`` once per planned batch and return the results in the caller's order.
 
-    With ``prepare``, each batch goes through ``prepare`` (CPU preprocessing) and then ``fn``;
-    with ``prefetch`` the next batch is prepared on a helper thread while ``fn`` runs.
+    With ``prepare``, each batch goes through ``prepare`` (CPU preprocessing) and then ``fn``.
+    With ``prefetch`` = k > 0, up to k batches are prepared ahead on k helper threads while
+    ``fn`` runs (``prepare`` must then be safe to call from several threads at once).
     """
     out: list[_R | None] = [None] * len(items)
     batches = [[items[i] for i in idx] for idx in plan]
@@ -221,14 +223,19 @@ def _run_batched(
         for i, r in zip(idx, results, strict=True):
             out[i] = r
 
-    if prefetch and len(batches) > 1:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-prep") as pool:
-            pending = pool.submit(prep, batches[0])
-            for k, (idx, batch) in enumerate(zip(plan, batches, strict=True)):
-                prepared = pending.result()
-                if k + 1 < len(batches):
-                    pending = pool.submit(prep, batches[k + 1])
+    if prefetch > 0 and len(batches) > 1:
+        pool = ThreadPoolExecutor(max_workers=prefetch, thread_name_prefix="ragspine-prep")
+        try:
+            pending = deque(pool.submit(prep, b) for b in batches[:prefetch])
+            next_batch = len(pending)
+            for idx, batch in zip(plan, batches, strict=True):
+                prepared = pending.popleft().result()
+                if next_batch < len(batches):
+                    pending.append(pool.submit(prep, batches[next_batch]))
+                    next_batch += 1
                 consume(idx, batch, prepared)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     else:
         for idx, batch in zip(plan, batches, strict=True):
             consume(idx, batch, prep(batch))
@@ -292,14 +299,14 @@ class BasePageEncoder(_ModelInfo, ABC):
 
     ``_bucket_key`` says which images the processor turns into the same shape (default: same
     pixel size); only those share a batch. ``_prepare_pages`` is the CPU half of a batch (image
-    preprocessing); with ``prefetch`` set it runs one batch ahead on a helper thread, so the
-    accelerator is not left waiting for it.
+    preprocessing); with ``prefetch`` = k > 0 it runs up to k batches ahead on k helper threads,
+    so the accelerator is not left waiting for it (``_prepare_pages`` must be thread-safe then).
     """
 
     dim: int
     batch_size: int = 4
     query_batch_size: int = 32
-    prefetch: bool = False
+    prefetch: int = 0
 
     def encode_pages(self, images: Sequence[Image]) -> list[EncodedPage]:
         images = list(images)

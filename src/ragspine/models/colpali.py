@@ -14,9 +14,11 @@ return any non-finite vector.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import re
+import threading
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -43,6 +45,8 @@ logger = logging.getLogger(__name__)
 #: Default batch sizes (pages, queries) per device type.
 PAGE_BATCH_SIZE = {"cuda": 16, "mps": 4, "cpu": 4}
 QUERY_BATCH_SIZE = {"cuda": 64, "mps": 16, "cpu": 16}
+#: Preprocessing threads (batches prepared ahead) per device type; 0 = preprocess inline.
+PREFETCH = {"cuda": 4, "mps": 1, "cpu": 0}
 #: Adapter chains followed when detecting a family (adapter -> base -> ...).
 _MAX_ADAPTER_DEPTH = 3
 
@@ -88,8 +92,11 @@ class ColVisionEncoder(BasePageEncoder):
         self.dim = int(getattr(model, "dim", 128))
         self.batch_size = batch_size or PAGE_BATCH_SIZE.get(device.type, 4)
         self.query_batch_size = query_batch_size or QUERY_BATCH_SIZE.get(device.type, 16)
-        #: Preprocess the next batch on a helper thread while the GPU runs this one.
-        self.prefetch = device.type == "cuda"
+        #: Batches preprocessed ahead on helper threads while the accelerator runs the current
+        #: one: a full-size page costs ~20-100 ms of CPU preprocessing (measured on 1 core:
+        #: ColPali 19-24, ColQwen2 38-58, ColIdefics3 ~100 ms), more than its GPU forward.
+        self.prefetch = PREFETCH.get(device.type, 0)
+        self._local = threading.local()
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -152,10 +159,21 @@ class ColVisionEncoder(BasePageEncoder):
 
     # -- the template's hooks ------------------------------------------------------------------
 
+    def _thread_processor(self) -> Any:
+        """The processor for the calling thread: prefetch threads each use their own copy (a
+        fast tokenizer shared between threads fails with 'Already borrowed')."""
+        if threading.current_thread() is threading.main_thread():
+            return self.processor
+        proc = getattr(self._local, "processor", None)
+        if proc is None:
+            proc = self._local.processor = copy.deepcopy(self.processor)
+        return proc
+
     def _prepare_pages(self, images: list[Image]) -> tuple[Any, list[_Layout]]:
-        batch = self.processor.process_images(images)
+        proc = self._thread_processor()
+        batch = proc.process_images(images)
         batch.pop("labels", None)  # ColPali's processor adds LM labels; never needed here
-        return batch, self._layout(batch, images)
+        return batch, self._layout(proc, batch, images)
 
     @torch.inference_mode()
     def _encode_pages(self, prepared: tuple[Any, list[_Layout]]) -> list[EncodedPage]:
@@ -198,11 +216,13 @@ class ColVisionEncoder(BasePageEncoder):
         # Left-padded rows are NaN under SDPA (ColQwen, ColIdefics3): keep attended rows only.
         return [np.ascontiguousarray(emb[i][attention[i]]) for i in range(len(texts))]
 
-    def _layout(self, batch: Any, images: list[Image]) -> list[_Layout]:
+    def _layout(self, proc: Any, batch: Any, images: list[Image]) -> list[_Layout]:
+        """Where each image's patch grid sits in the processed ``batch`` (family-specific)."""
         raise NotImplementedError
 
-    def _image_mask(self, batch: Any) -> np.ndarray:
-        return self.processor.get_image_mask(batch).cpu().numpy().astype(bool)  # (b, seq)
+    @staticmethod
+    def _image_mask(proc: Any, batch: Any) -> np.ndarray:
+        return proc.get_image_mask(batch).cpu().numpy().astype(bool)  # (b, seq)
 
 
 def _check_grid(model_id: str, grid: tuple[int, int], n_image: int, i: int) -> None:
@@ -243,12 +263,12 @@ class ColPaliEncoder(ColVisionEncoder):
         batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
         return batch
 
-    def _layout(self, batch: Any, images: list[Image]) -> list[_Layout]:
-        mask = self._image_mask(batch)  # (b, seq)
+    def _layout(self, proc: Any, batch: Any, images: list[Image]) -> list[_Layout]:
+        mask = self._image_mask(proc, batch)  # (b, seq)
         patch = int(self.model.config.vision_config.patch_size)
         out = []
         for i, im in enumerate(images):
-            n_x, n_y = self.processor.get_n_patches(im.size, patch_size=patch)
+            n_x, n_y = proc.get_n_patches(im.size, patch_size=patch)
             grid = (int(n_y), int(n_x))
             _check_grid(self.model_id, grid, int(mask[i].sum()), i)
             out.append(_Layout(image_mask=mask[i], grid=grid))
@@ -274,13 +294,13 @@ class ColQwen2Encoder(ColVisionEncoder):
             max_pixels=ip.size["longest_edge"],
         )
 
-    def _layout(self, batch: Any, images: list[Image]) -> list[_Layout]:
-        mask = self._image_mask(batch)  # (b, seq)
+    def _layout(self, proc: Any, batch: Any, images: list[Image]) -> list[_Layout]:
+        mask = self._image_mask(proc, batch)  # (b, seq)
         merge = int(self.model.spatial_merge_size)
         thw = batch["image_grid_thw"].cpu().numpy()  # (b, 3): frames, patch rows, patch cols
         out = []
         for i, im in enumerate(images):
-            n_x, n_y = self.processor.get_n_patches(im.size, spatial_merge_size=merge)  # PIL (w, h)
+            n_x, n_y = proc.get_n_patches(im.size, spatial_merge_size=merge)  # PIL (w, h)
             grid = (int(n_y), int(n_x))
             if (int(thw[i][1]) // merge, int(thw[i][2]) // merge) != grid:
                 raise ModelOutputError(
@@ -339,9 +359,9 @@ class ColIdefics3Encoder(ColVisionEncoder):
         h, w = self.processor._calculate_resized_dimensions((image.height, image.width), longest)
         return (math.ceil(h / tile), math.ceil(w / tile))
 
-    def _layout(self, batch: Any, images: list[Image]) -> list[_Layout]:
+    def _layout(self, proc: Any, batch: Any, images: list[Image]) -> list[_Layout]:
         ids = batch["input_ids"].cpu().numpy()  # (b, seq)
-        local = self.processor.get_local_image_mask(batch).cpu().numpy().astype(bool)  # (b, seq)
+        local = proc.get_local_image_mask(batch).cpu().numpy().astype(bool)  # (b, seq)
         s = self._side
         out = []
         for i in range(len(images)):
