@@ -1,0 +1,19 @@
+"""The README's settings table stays true: every setting in config.py is documented there."""
+
+from pathlib import Path
+
+from ragspine.config import Settings
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_every_setting_is_in_the_readme_table() -> None:
+    text = README.read_text(encoding="utf-8")
+    missing = [f"RAGSPINE_{name.upper()}" for name in Settings.model_fields
+               if f"| `RAGSPINE_{name.upper()}` |" not in text]
+    assert missing == []
+
+
+def test_the_readme_names_the_two_commands() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert "make run" in text and "make test" in text
