@@ -22,6 +22,7 @@ from ragspine.store.base import (
     KIND_CHUNK,
     TIE_OVERFETCH,
     KIND_PAGE,
+    SPARSE_CHUNK,
     CollectionSpec,
     DenseField,
     PointData,
@@ -314,6 +315,101 @@ def test_search_dense_is_cosine_and_filtered(store: Store) -> None:
         assert h.score == pytest.approx(cos[int(uuid.UUID(h.id)) - 1], abs=1e-5)
     hits = store.search_dense("lib", DENSE, q.tolist(), Where(doc_id="d1"), 20)
     assert {int(uuid.UUID(h.id)) - 1 for h in hits} == set(range(1, 20, 2))
+
+
+# -- stored vectors -------------------------------------------------------------------------
+
+
+def vector_corpus(rng: np.random.Generator) -> tuple[list[np.ndarray], list[np.ndarray], dict[int, np.ndarray]]:
+    """Pages of 1..20 tokens with rows of any norm (MaxSim fields are Dot: stored as written),
+    their pooled vectors, and single dense vectors of any norm on chunk points."""
+    pages = [
+        (rng.normal(size=(n, D)) * rng.uniform(0.2, 3.0, size=(n, 1))).astype(np.float32)
+        for n in [1, 20, 7, *rng.integers(2, 20, size=27)]
+    ]
+    pooled = [p[: max(1, len(p) // 3)] for p in pages]
+    dense = {100 + i: (rng.normal(size=D) * rng.uniform(0.1, 5.0)).astype(np.float32) for i in range(6)}
+    return pages, pooled, dense
+
+
+@pytest.mark.parametrize("quantization", [None, "scalar", "binary"])
+def test_retrieve_vectors_returns_the_vectors_written(store: Store, quantization: str | None) -> None:
+    rng = np.random.default_rng(9)
+    pages, pooled, dense = vector_corpus(rng)
+    # indexing_threshold_kb=1: optimize() builds the quantized copy even for this tiny corpus.
+    store.create_collection("lib", spec(quantization, indexing_threshold_kb=1))
+    write_pages(store, pages, pooled)
+    store.upsert(
+        "lib", [PointData(pid(i), {"kind": KIND_CHUNK}, dense={DENSE: v.tolist()}) for i, v in dense.items()]
+    )
+    page_ids = [pid(i) for i in range(len(pages))]
+    chunk_ids = [pid(i) for i in dense]
+    missing = pid(4242)
+    # Cosine fields are normalised on write: v / |v|, worked out here in float64.
+    want_dense = {pid(i): v.astype(np.float64) / np.linalg.norm(v.astype(np.float64)) for i, v in dense.items()}
+
+    for stage in ("written", "optimized"):  # before and after the quantized copy exists
+        full = store.retrieve_vectors("lib", [*page_ids, *chunk_ids, missing], FULL)
+        assert set(full) == set(page_ids), stage  # chunks have no page multivector; missing is absent
+        for i, p in enumerate(pages):
+            got = full[pid(i)]
+            assert got.dtype == np.float32 and got.shape == p.shape == (len(p), D), (stage, i)
+            # Originals, not int8 / 1-bit reconstructions (those are off by >1e-3).
+            np.testing.assert_allclose(got, p, rtol=1e-6, atol=1e-7)
+        pool = store.retrieve_vectors("lib", [pid(0), pid(5)], POOLED)
+        assert set(pool) == {pid(0), pid(5)}
+        np.testing.assert_allclose(pool[pid(5)], pooled[5], rtol=1e-6, atol=1e-7)
+        assert pool[pid(0)].shape == (1, D)  # a one-token multivector stays 2-D
+
+        single = store.retrieve_vectors("lib", [*chunk_ids, page_ids[0], missing], DENSE)
+        assert set(single) == set(chunk_ids), stage
+        for k, v in single.items():
+            assert v.dtype == np.float32 and v.shape == (D,)
+            np.testing.assert_allclose(v, want_dense[k], rtol=1e-5, atol=1e-6)
+            assert np.linalg.norm(v) == pytest.approx(1.0, abs=1e-5)
+        if stage == "written":
+            store.optimize("lib")
+            if isinstance(store, EdgeStore):  # the quantized copy (and HNSW) now exist
+                assert store._shard("lib").info().indexed_vectors_count > 0
+
+    assert store.retrieve_vectors("lib", [], FULL) == {}
+    assert store.retrieve_vectors("lib", [missing], FULL) == {}
+
+
+def test_retrieve_vectors_errors(store: Store) -> None:
+    store.create_collection("lib", spec())
+    store.upsert("lib", [PointData(pid(0), {"kind": KIND_CHUNK}, dense={DENSE: [1.0] * D})])
+    with pytest.raises(ValueError, match="no dense vector field 'nope'"):
+        store.retrieve_vectors("lib", [pid(0)], "nope")
+    with pytest.raises(ValueError, match="no dense vector field 'nope'"):
+        store.retrieve_vectors("lib", [pid(77)], "nope")  # also when no requested point exists
+    with pytest.raises(ValueError, match="no dense vector field"):
+        store.retrieve_vectors("lib", [pid(0)], SPARSE_CHUNK)  # a sparse field is not dense
+    with pytest.raises(LibraryNotFoundError):
+        store.retrieve_vectors("nope", [pid(0)], DENSE)
+
+
+def test_edge_retrieve_vectors_after_reopen(tmp_path: Path) -> None:
+    rng = np.random.default_rng(10)
+    pages = [page_vectors(rng) for _ in range(3)]
+    s = EdgeStore(tmp_path)
+    s.create_collection("lib", spec("scalar", indexing_threshold_kb=1))
+    write_pages(s, pages)
+    s.optimize("lib")
+    s.close()
+    s2 = EdgeStore(tmp_path)
+    try:
+        got = s2.retrieve_vectors("lib", [pid(i) for i in range(3)], FULL)
+        for i, p in enumerate(pages):
+            np.testing.assert_allclose(got[pid(i)], p, rtol=1e-6, atol=1e-7)
+        with pytest.raises(ValueError, match="no dense vector field"):
+            s2.retrieve_vectors("lib", [pid(0)], "nope")
+        s2.drop_collection("lib")
+        s2.create_collection("lib", CollectionSpec(dense=(DenseField("other", D),)))
+        with pytest.raises(ValueError, match=f"no dense vector field '{FULL}'"):  # no stale cache
+            s2.retrieve_vectors("lib", [pid(0)], FULL)
+    finally:
+        s2.close()
 
 
 # -- errors ---------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from ragspine.errors import LibraryNotFoundError, StoreError
@@ -25,14 +26,21 @@ from ragspine.store.base import (
     SPARSE_CHUNK,
     SPARSE_PAGE,
     CollectionSpec,
+    DenseField,
+    Hit,
     PointData,
+    Record,
     Where,
     bool_mirror,
 )
 from ragspine.store.edge import EdgeStore
 from ragspine.store.server import ServerStore
 
-pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
+    # qdrant-client's local mode scans exactly and says so for every search_params it is given.
+    pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
+]
 
 BACKENDS = ["edge", "server"]
 
@@ -372,6 +380,149 @@ def test_search_sparse_system_fields(store: Store) -> None:
     assert {h.id for h in corpus.search_sparse("lib", SPARSE_CHUNK, q, Where(doc_id="dv", not_version=1), 100)} == {pid(502), pid(503)}
     assert {h.id for h in corpus.search_sparse("lib", SPARSE_CHUNK, q, Where(doc_id="dv", version=3), 100)} == {pid(503)}
     assert corpus.search_sparse("lib", SPARSE_CHUNK, q, Where(kind=KIND_DOC), 100) == []
+
+
+# -- payload selectors ----------------------------------------------------------------------
+
+SEL_N = 12
+SEL_D = 4
+SEL_DENSE, SEL_MV = "sel_dense", "sel_mv"
+#: Points whose payload has no ``page`` key: a selected key they lack is simply absent.
+SEL_NO_PAGE = (3, 7)
+
+
+def sel_payload(i: int) -> dict[str, Any]:
+    p: dict[str, Any] = {
+        "kind": KIND_CHUNK,
+        "doc_id": f"d{i % 3}",
+        "page": i + 1,
+        "version": 1 + i % 2,
+        "state": "live",
+        "text": f"page {i} " + "lorem ipsum " * 250,  # ~3 KB, the weight selectors avoid
+        "meta": {"year": 2000 + i, "tags": ["a", str(i)], "deep": {"x": i}},
+    }
+    if i in SEL_NO_PAGE:
+        del p["page"]
+    return p
+
+
+def sel_vectors(i: int) -> tuple[list[float], list[list[float]]]:
+    rng = np.random.default_rng(100 + i)
+    return rng.normal(size=SEL_D).tolist(), rng.normal(size=(1 + i % 3, SEL_D)).tolist()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def sel_corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """Chunks with a big ``text`` and a nested ``meta``, all three vector kinds, plus a manifest
+    point with no vectors; built once per backend, tests only read."""
+    s = make_store(request.param, tmp_path_factory.mktemp("selectors"))
+    spec = CollectionSpec(
+        dense=(DenseField(SEL_DENSE, SEL_D), DenseField(SEL_MV, SEL_D, multivector=True, hnsw=False))
+    )
+    s.create_collection("lib", spec)
+    pts = []
+    for i in range(SEL_N):
+        dense, mv = sel_vectors(i)
+        # Distinct term weights, so that BM25 scores differ and the ranking is meaningful.
+        sparse = sv({COMMON: 1.0, 100 + i % 4: 1.0 + i % 5})
+        pts.append(PointData(pid(i), sel_payload(i), {SPARSE_CHUNK: sparse}, {SEL_DENSE: dense, SEL_MV: mv}))
+    pts.append(PointData(pid(900), {"kind": KIND_DOC, "doc_id": "d0", "meta": {"title": "t"}}))
+    s.upsert("lib", pts)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _full_payloads() -> dict[str, dict[str, Any]]:
+    out = {pid(i): sel_payload(i) for i in range(SEL_N)}
+    out[pid(900)] = {"kind": KIND_DOC, "doc_id": "d0", "meta": {"title": "t"}}
+    return out
+
+
+def _selected(payload: dict[str, Any], fields: list[str] | None) -> dict[str, Any]:
+    return dict(payload) if fields is None else {k: payload[k] for k in fields if k in payload}
+
+
+SELECTORS: list[list[str] | None] = [
+    None,
+    ["doc_id", "page", "version"],
+    ["meta"],  # nested values come whole
+    ["doc_id", "no_such_key"],
+    ["no_such_key"],
+    [],
+]
+
+#: Every read that takes ``fields``, as (label, call); each returns a list of Hit or Record.
+SELECTOR_READS: list[tuple[str, Callable[..., list[Any]]]] = [
+    ("sparse", lambda s, **kw: s.search_sparse("lib", SPARSE_CHUNK, sv({COMMON: 1.0, 101: 1.0, 102: 0.5}), Where(kind=KIND_CHUNK), 100, **kw)),
+    ("sparse-limit", lambda s, **kw: s.search_sparse("lib", SPARSE_CHUNK, sv({100: 1.0, 103: 2.0}), Where(), 4, **kw)),
+    ("dense", lambda s, **kw: s.search_dense("lib", SEL_DENSE, [0.3, -1.0, 0.5, 2.0], Where(), 7, **kw)),
+    ("dense-where", lambda s, **kw: s.search_dense("lib", SEL_DENSE, [1.0, 0.0, 0.0, 0.0], Where(doc_id="d1"), 10, **kw)),
+    ("multivector", lambda s, **kw: s.search_multivector("lib", [[1.0, 0.5, -0.2, 0.0], [0.0, 0.0, 1.0, 1.0]], Where(), 6, full_field=SEL_MV, **kw)),
+    ("retrieve", lambda s, **kw: s.retrieve("lib", [pid(5), pid(3), pid(900), pid(4242), pid(0)], **kw)),
+    ("scroll", lambda s, **kw: s.scroll("lib", Where(), **kw)),
+    ("scroll-limit", lambda s, **kw: s.scroll("lib", Where(doc_id="d0"), limit=3, **kw)),
+]
+
+
+def _key(x: Hit | Record) -> tuple[str, float | None]:
+    return (x.id, x.score if isinstance(x, Hit) else None)
+
+
+@pytest.mark.parametrize("fields", SELECTORS, ids=lambda f: "none" if f is None else "[" + ",".join(f) + "]")
+@pytest.mark.parametrize("label,read", SELECTOR_READS, ids=[r[0] for r in SELECTOR_READS])
+def test_payload_selector_returns_exactly_the_selected_keys(
+    sel_corpus: Store, label: str, read: Callable[..., list[Any]], fields: list[str] | None
+) -> None:
+    full = _full_payloads()
+    plain = read(sel_corpus)  # today's call, no fields argument
+    assert plain, label  # the case is not vacuous
+    got = read(sel_corpus, fields=fields)
+    # Same points, same scores, same order: the selector only trims payloads.
+    assert [_key(x) for x in got] == [_key(x) for x in plain]
+    for x in plain:
+        assert x.payload == full[x.id]
+    for x in got:
+        assert x.payload == _selected(full[x.id], fields), (label, x.id)
+    if fields is not None:
+        assert all(set(x.payload) <= set(fields) for x in got)
+    if label in ("sparse", "scroll"):
+        # Some points lack ``page``: with it selected they come back without it, not with None.
+        assert {pid(i) for i in SEL_NO_PAGE} <= {x.id for x in got}
+        if fields and "page" in fields:
+            want_no_page = {x.id for x in got if "page" not in full[x.id]}
+            assert {x.id for x in got if "page" not in x.payload} == want_no_page
+            assert all(x.payload["page"] is not None for x in got if x.id not in want_no_page)
+
+
+def test_payload_selector_accepts_any_sequence(sel_corpus: Store) -> None:
+    q = sv({COMMON: 1.0})
+    a = sel_corpus.search_sparse("lib", SPARSE_CHUNK, q, Where(), 5, fields=("doc_id", "page"))
+    b = sel_corpus.search_sparse("lib", SPARSE_CHUNK, q, Where(), 5, fields=["doc_id", "page"])
+    assert a == b and all(set(h.payload) <= {"doc_id", "page"} for h in a)
+    assert sel_corpus.search_sparse("lib", SPARSE_CHUNK, SparseVector([], []), Where(), 5, fields=["doc_id"]) == []
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s, f: s.search_sparse("lib", SPARSE_CHUNK, sv({COMMON: 1.0}), Where(), 5, fields=f),
+        lambda s, f: s.search_dense("lib", SEL_DENSE, [1.0] * SEL_D, Where(), 5, fields=f),
+        lambda s, f: s.search_multivector("lib", [[1.0] * SEL_D], Where(), 5, full_field=SEL_MV, fields=f),
+        lambda s, f: s.retrieve("lib", [pid(1)], fields=f),
+        lambda s, f: s.scroll("lib", Where(), fields=f),
+    ],
+    ids=["sparse", "dense", "multivector", "retrieve", "scroll"],
+)
+def test_payload_selector_rejects_a_bare_string_and_bad_keys(sel_corpus: Store, call: Callable[..., Any]) -> None:
+    # A string is a Sequence[str] of one-letter keys: refused, not silently misread.
+    with pytest.raises(TypeError, match="not a string"):
+        call(sel_corpus, "doc_id")
+    with pytest.raises(ValueError, match="non-empty strings"):
+        call(sel_corpus, ["doc_id", ""])
+    with pytest.raises(ValueError, match="non-empty strings"):
+        call(sel_corpus, ["doc_id", 3])
 
 
 # -- persistence (embedded store only) ------------------------------------------------------

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import numpy as np
+
 from ragspine.retrieval.bm25 import SparseVector
 from ragspine.retrieval.predicates import Predicate
 
@@ -112,6 +114,45 @@ class Hit:
     payload: dict[str, Any]
 
 
+#: Which payload a read returns: ``None`` = the whole payload; a sequence of top-level keys =
+#: only those (a nested value such as ``meta`` comes whole; absent keys are simply missing);
+#: an empty sequence = no payload at all (``payload == {}``). Keys are Qdrant payload paths, so
+#: a dotted key (``meta.year``) would select a nested value on both backends; ragspine's
+#: callers pass top-level keys. Searches return up to a few hundred candidates per channel and
+#: most callers need only ids and a few small keys: loading and converting each candidate's
+#: whole payload (page text included) dominated search latency.
+#: ``bench/store_payload.py`` measures it: on Edge a selector of three keys cuts a 200-hit
+#: sparse search by about a third, no payload (``[]``) by about two thirds.
+Fields = Sequence[str] | None
+
+
+def payload_fields(fields: Fields) -> list[str] | None:
+    """``fields`` checked and copied: ``None`` (whole payload) or a list of keys (``[]``: none).
+
+    A bare string is refused: iterating it would silently select one-letter keys.
+    """
+    if fields is None:
+        return None
+    if isinstance(fields, (str, bytes)):
+        raise TypeError(f"fields must be a sequence of payload keys, not a string: {fields!r}")
+    out = list(fields)
+    bad = [f for f in out if not isinstance(f, str) or not f]
+    if bad:
+        raise ValueError(f"fields must be non-empty strings, got {bad[0]!r}")
+    return out
+
+
+def stored_vector(field: str, value: Any) -> np.ndarray:
+    """A stored dense vector as float32: ``(d,)`` for a single vector, ``(n_tokens, d)`` for a
+    multivector (told apart by nesting, so a one-token multivector stays 2-D)."""
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"vector field '{field}' is not a dense field (got {type(value).__name__})")
+    arr = np.asarray(value, dtype=np.float32)
+    if arr.ndim not in (1, 2):
+        raise ValueError(f"vector field '{field}': unexpected shape {arr.shape}")
+    return arr
+
+
 def check_query_multivector(query: Sequence[Sequence[float]]) -> list[list[float]]:
     """The query as a list of equal-length float rows; a clear error for anything else."""
     rows = [[float(x) for x in row] for row in query]
@@ -197,14 +238,44 @@ class Store(Protocol):
         ...
     def set_payload(self, name: str, where: Where, payload: dict[str, Any]) -> None: ...
     def delete(self, name: str, where: Where) -> None: ...
-    def retrieve(self, name: str, ids: Sequence[str]) -> list[Record]: ...
-    def scroll(self, name: str, where: Where, limit: int | None = None) -> list[Record]: ...
+    def retrieve(self, name: str, ids: Sequence[str], *, fields: Fields = None) -> list[Record]:
+        """The points of ``ids`` that exist; ``fields`` selects their payload keys (:data:`Fields`)."""
+        ...
+    def retrieve_vectors(self, name: str, ids: Sequence[str], field: str) -> dict[str, np.ndarray]:
+        """The stored vector of one dense field per id: ``(d,)`` float32 for a single vector,
+        ``(n_tokens, d)`` for a multivector (e.g. the page's full multivector, to draw a
+        query-to-page similarity map). Ids that do not exist or lack the field are absent.
+
+        Vectors come back as stored: the originals even for a quantized field, but normalised to
+        unit length for a cosine (single dense) field, which Qdrant normalises on write. An
+        unknown or sparse ``field`` raises :class:`ValueError`.
+        """
+        ...
+    def scroll(
+        self, name: str, where: Where, limit: int | None = None, *, fields: Fields = None
+    ) -> list[Record]: ...
     def count(self, name: str, where: Where) -> int: ...
     def search_sparse(
-        self, name: str, vector: str, query: SparseVector, where: Where, limit: int
-    ) -> list[Hit]: ...
+        self,
+        name: str,
+        vector: str,
+        query: SparseVector,
+        where: Where,
+        limit: int,
+        *,
+        fields: Fields = None,
+    ) -> list[Hit]:
+        """Points by sparse dot product (BM25 with IDF); ``fields`` only trims the payload."""
+        ...
     def search_dense(
-        self, name: str, field: str, vector: Sequence[float], where: Where, limit: int
+        self,
+        name: str,
+        field: str,
+        vector: Sequence[float],
+        where: Where,
+        limit: int,
+        *,
+        fields: Fields = None,
     ) -> list[Hit]:
         """Nearest points by cosine similarity of one dense vector (the dense text channel)."""
         ...
@@ -220,6 +291,7 @@ class Store(Protocol):
         prefetch_limit: int = DEFAULT_PREFETCH_LIMIT,
         hnsw_ef: int | None = None,
         oversampling: float | None = None,
+        fields: Fields = None,
     ) -> list[Hit]:
         """Pages by MaxSim of the query multivector ``(nq, d)`` against ``full_field``.
 
@@ -230,7 +302,8 @@ class Store(Protocol):
         A quantized full field: with ``oversampling=None`` (default) the quantized copy is not
         used and the ranking is exact MaxSim; with a number, ``limit * oversampling`` candidates
         are chosen on the quantized copy and rescored with the originals (scores exact, recall
-        can drop). Returned scores are exact MaxSim in both cases.
+        can drop). Returned scores are exact MaxSim in both cases. ``fields`` only trims the
+        payload of the hits (:data:`Fields`); the ranking is the same with or without it.
         """
         ...
     def optimize(self, name: str) -> None:

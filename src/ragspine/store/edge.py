@@ -7,6 +7,7 @@ qdrant-client's pure-Python local mode, which is why it is the default (DESIGN.m
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import threading
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import qdrant_edge as qe
 
 from ragspine.errors import LibraryNotFoundError, StoreError
@@ -27,13 +29,16 @@ from ragspine.store.base import (
     TIE_OVERFETCH,
     CollectionSpec,
     DenseField,
+    Fields,
     Hit,
     PointData,
     Record,
     Where,
     check_query_multivector,
     filter_value,
+    payload_fields,
     sort_hits,
+    stored_vector,
 )
 
 logger = logging.getLogger(__name__)
@@ -59,6 +64,23 @@ def _ensure_indexes(shard: qe.EdgeShard) -> None:
     for key, schema in _INDEXED_FIELDS:
         if key not in have:
             shard.update(qe.UpdateOperation.create_field_index(key, schema))
+
+
+def _with_payload(fields: Fields) -> bool | qe.PayloadSelector:
+    """The engine-side payload selector for ``fields`` (see :data:`~ragspine.store.base.Fields`).
+
+    Edge 0.9's binding takes Qdrant's include selector, so unselected keys (the page text) are
+    dropped inside the engine and never converted to Python objects. ``[]`` asks for no payload
+    at all, which is cheaper still: the engine reads and decodes a candidate's whole stored
+    payload before it selects keys. Measured by ``bench/store_payload.py`` (2,000 points, 3 KB
+    text, ``search_sparse`` limit 200, 2 busy cores), p50: whole payload 4-5 ms, three keys
+    2.6-3.1 ms, none 1.3-1.5 ms; filtering the dict in Python afterwards saves nothing (4.3-5.0
+    ms), and placing payloads in RAM (``payload_memory=Cached``) changed nothing either.
+    """
+    keys = payload_fields(fields)
+    if keys is None:
+        return True
+    return qe.PayloadSelector.Include(keys) if keys else False
 
 
 def _match(value: Any) -> Any:
@@ -146,6 +168,8 @@ class EdgeStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self._search_threads = search_threads or None
         self._shards: dict[str, qe.EdgeShard] = {}
+        #: Dense vector field names per library, read once from the shard's config.
+        self._dense_names: dict[str, frozenset[str]] = {}
         self._lock = threading.RLock()
 
     # -- collections --------------------------------------------------------------------------
@@ -227,6 +251,7 @@ class EdgeStore:
 
     def drop_collection(self, name: str) -> None:
         with self._lock:
+            self._dense_names.pop(name, None)
             shard = self._shards.pop(name, None)
             if shard is not None:
                 shard.close()
@@ -274,19 +299,52 @@ class EdgeStore:
             raise ValueError("refusing to delete with an empty filter")
         self._shard(name).update(qe.UpdateOperation.delete_points_by_filter(flt))
 
-    def retrieve(self, name: str, ids: Sequence[str]) -> list[Record]:
-        recs = self._shard(name).retrieve(list(ids), with_payload=True, with_vector=False)
+    def retrieve(self, name: str, ids: Sequence[str], *, fields: Fields = None) -> list[Record]:
+        recs = self._shard(name).retrieve(list(ids), with_payload=_with_payload(fields), with_vector=False)
         return [Record(str(r.id), dict(r.payload or {})) for r in recs]
 
-    def scroll(self, name: str, where: Where, limit: int | None = None) -> list[Record]:
+    def _dense_fields(self, name: str) -> frozenset[str]:
+        """Names of the dense vector fields of a library, from the config the shard was created
+        with (``edge_config.json``, which ``EdgeShard.load`` reads back). The binding exposes no
+        config, and only rejects an unknown vector name when a requested point exists."""
+        names = self._dense_names.get(name)
+        if names is None:
+            self._shard(name)  # LibraryNotFoundError for an unknown library
+            try:
+                cfg = json.loads((self._dir(name) / "edge_config.json").read_text(encoding="utf-8"))
+                names = frozenset(cfg.get("vectors") or {})
+            except (OSError, ValueError) as exc:
+                raise StoreError(f"could not read the vector config of library '{name}': {exc}") from exc
+            self._dense_names[name] = names
+        return names
+
+    def retrieve_vectors(self, name: str, ids: Sequence[str], field: str) -> dict[str, np.ndarray]:
+        shard = self._shard(name)
+        if field not in self._dense_fields(name):
+            raise ValueError(f"library '{name}' has no dense vector field '{field}'")
+        if not ids:
+            return {}
+        # Reads the stored originals: a quantized field keeps them beside the quantized copy.
+        recs = shard.retrieve(list(ids), with_payload=False, with_vector=[field])
+        out: dict[str, np.ndarray] = {}
+        for r in recs:
+            v = r.vector.get(field) if isinstance(r.vector, dict) else None
+            if v is not None:
+                out[str(r.id)] = stored_vector(field, v)
+        return out
+
+    def scroll(
+        self, name: str, where: Where, limit: int | None = None, *, fields: Fields = None
+    ) -> list[Record]:
         shard = self._shard(name)
         flt = compile_where(where)
+        with_payload = _with_payload(fields)
         out: list[Record] = []
         offset = None
         while True:
             page = _SCROLL_PAGE if limit is None else min(_SCROLL_PAGE, limit - len(out))
             recs, offset = shard.scroll(
-                qe.ScrollRequest(offset=offset, limit=page, filter=flt, with_payload=True)
+                qe.ScrollRequest(offset=offset, limit=page, filter=flt, with_payload=with_payload)
             )
             out.extend(Record(str(r.id), dict(r.payload or {})) for r in recs)
             if offset is None or (limit is not None and len(out) >= limit):
@@ -296,20 +354,35 @@ class EdgeStore:
         return self._shard(name).count(qe.CountRequest(filter=compile_where(where), exact=True))
 
     def search_sparse(
-        self, name: str, vector: str, query: SparseVector, where: Where, limit: int
+        self,
+        name: str,
+        vector: str,
+        query: SparseVector,
+        where: Where,
+        limit: int,
+        *,
+        fields: Fields = None,
     ) -> list[Hit]:
+        with_payload = _with_payload(fields)
         if not query.indices:
             return []
         req = qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(qe.SparseVector(query.indices, query.values), using=vector),
             filter=compile_where(where),
-            with_payload=True,
+            with_payload=with_payload,
         )
-        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._shard(name).query(req)]
+        return self._hits(name, req)
 
     def search_dense(
-        self, name: str, field: str, vector: Sequence[float], where: Where, limit: int
+        self,
+        name: str,
+        field: str,
+        vector: Sequence[float],
+        where: Where,
+        limit: int,
+        *,
+        fields: Fields = None,
     ) -> list[Hit]:
         fetch = limit + TIE_OVERFETCH
         vec = [float(x) for x in vector]
@@ -319,7 +392,7 @@ class EdgeStore:
             limit=fetch,
             query=qe.Query.Nearest(vec, using=field),
             filter=compile_where(where),
-            with_payload=True,
+            with_payload=_with_payload(fields),
             params=_RESCORE,
         )
         return sort_hits(self._hits(name, req), limit)
@@ -336,17 +409,19 @@ class EdgeStore:
         prefetch_limit: int = DEFAULT_PREFETCH_LIMIT,
         hnsw_ef: int | None = None,
         oversampling: float | None = None,
+        fields: Fields = None,
     ) -> list[Hit]:
         q = check_query_multivector(query)  # (nq, d)
         fetch = limit + TIE_OVERFETCH
         full_params = _full_stage_params(oversampling)
         flt = compile_where(where)
+        with_payload = _with_payload(fields)
         if pooled_field is None:
             req = qe.QueryRequest(
                 limit=fetch,
                 query=qe.Query.Nearest(q, using=full_field),
                 filter=flt,
-                with_payload=True,
+                with_payload=with_payload,
                 params=full_params,
             )
         else:
@@ -363,7 +438,7 @@ class EdgeStore:
                 prefetches=[pre],
                 query=qe.Query.Nearest(q, using=full_field),
                 filter=flt,
-                with_payload=True,
+                with_payload=with_payload,
                 params=full_params,
             )
         return sort_hits(self._hits(name, req), limit)

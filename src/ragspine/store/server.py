@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from qdrant_client import QdrantClient, models
 
 from ragspine.errors import LibraryNotFoundError, StoreError
@@ -23,13 +24,16 @@ from ragspine.store.base import (
     TIE_OVERFETCH,
     CollectionSpec,
     DenseField,
+    Fields,
     Hit,
     PointData,
     Record,
     Where,
     check_query_multivector,
     filter_value,
+    payload_fields,
     sort_hits,
+    stored_vector,
 )
 
 PREFIX = "ragspine__"
@@ -70,6 +74,19 @@ def compile_where(where: Where) -> models.Filter | None:
     if not must and not must_not:
         return None
     return models.Filter(must=must or None, must_not=must_not or None)
+
+
+def _with_payload(fields: Fields) -> bool | models.PayloadSelectorInclude:
+    """The server-side payload selector for ``fields`` (see :data:`~ragspine.store.base.Fields`):
+    unselected keys are dropped by Qdrant before they cross the wire; ``[]`` asks for none."""
+    keys = payload_fields(fields)
+    if keys is None:
+        return True
+    return models.PayloadSelectorInclude(include=keys) if keys else False
+
+
+def _hits(points: Sequence[models.ScoredPoint]) -> list[Hit]:
+    return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
 
 
 def _hnsw_config(f: DenseField) -> models.HnswConfigDiff | None:
@@ -215,19 +232,40 @@ class ServerStore:
             raise ValueError("refusing to delete with an empty filter")
         self.client.delete(self._check(name), points_selector=models.FilterSelector(filter=flt), wait=True)
 
-    def retrieve(self, name: str, ids: Sequence[str]) -> list[Record]:
-        recs = self.client.retrieve(self._check(name), ids=list(ids), with_payload=True)
+    def retrieve(self, name: str, ids: Sequence[str], *, fields: Fields = None) -> list[Record]:
+        recs = self.client.retrieve(self._check(name), ids=list(ids), with_payload=_with_payload(fields))
         return [Record(str(r.id), dict(r.payload or {})) for r in recs]
 
-    def scroll(self, name: str, where: Where, limit: int | None = None) -> list[Record]:
+    def retrieve_vectors(self, name: str, ids: Sequence[str], field: str) -> dict[str, np.ndarray]:
+        c = self._check(name)
+        # A server rejects an unknown vector name but the in-memory double answers with nothing;
+        # checking the collection's config makes both say the same.
+        vectors = self.client.get_collection(c).config.params.vectors
+        if not isinstance(vectors, dict) or field not in vectors:
+            raise ValueError(f"library '{name}' has no dense vector field '{field}'")
+        if not ids:
+            return {}
+        # Qdrant returns the stored originals, also for a quantized field.
+        recs = self.client.retrieve(c, ids=list(ids), with_payload=False, with_vectors=[field])
+        out: dict[str, np.ndarray] = {}
+        for r in recs:
+            v = r.vector.get(field) if isinstance(r.vector, dict) else None
+            if v is not None:
+                out[str(r.id)] = stored_vector(field, v)
+        return out
+
+    def scroll(
+        self, name: str, where: Where, limit: int | None = None, *, fields: Fields = None
+    ) -> list[Record]:
         c = self._check(name)
         flt = compile_where(where)
+        with_payload = _with_payload(fields)
         out: list[Record] = []
         offset = None
         while True:
             page = _SCROLL_PAGE if limit is None else min(_SCROLL_PAGE, limit - len(out))
             recs, offset = self.client.scroll(
-                c, scroll_filter=flt, limit=page, offset=offset, with_payload=True
+                c, scroll_filter=flt, limit=page, offset=offset, with_payload=with_payload
             )
             out.extend(Record(str(r.id), dict(r.payload or {})) for r in recs)
             if offset is None or (limit is not None and len(out) >= limit):
@@ -237,8 +275,16 @@ class ServerStore:
         return self.client.count(self._check(name), count_filter=compile_where(where), exact=True).count
 
     def search_sparse(
-        self, name: str, vector: str, query: SparseVector, where: Where, limit: int
+        self,
+        name: str,
+        vector: str,
+        query: SparseVector,
+        where: Where,
+        limit: int,
+        *,
+        fields: Fields = None,
     ) -> list[Hit]:
+        with_payload = _with_payload(fields)
         if not query.indices:
             return []
         res = self.client.query_points(
@@ -247,12 +293,19 @@ class ServerStore:
             using=vector,
             query_filter=compile_where(where),
             limit=limit,
-            with_payload=True,
+            with_payload=with_payload,
         )
-        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
+        return _hits(res.points)
 
     def search_dense(
-        self, name: str, field: str, vector: Sequence[float], where: Where, limit: int
+        self,
+        name: str,
+        field: str,
+        vector: Sequence[float],
+        where: Where,
+        limit: int,
+        *,
+        fields: Fields = None,
     ) -> list[Hit]:
         fetch = limit + TIE_OVERFETCH
         vec = [float(x) for x in vector]
@@ -264,10 +317,10 @@ class ServerStore:
             using=field,
             query_filter=compile_where(where),
             limit=fetch,
-            with_payload=True,
+            with_payload=_with_payload(fields),
             search_params=_RESCORE,
         )
-        return sort_hits([Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points], limit)
+        return sort_hits(_hits(res.points), limit)
 
     def search_multivector(
         self,
@@ -281,6 +334,7 @@ class ServerStore:
         prefetch_limit: int = DEFAULT_PREFETCH_LIMIT,
         hnsw_ef: int | None = None,
         oversampling: float | None = None,
+        fields: Fields = None,
     ) -> list[Hit]:
         q = check_query_multivector(query)  # (nq, d)
         fetch = limit + TIE_OVERFETCH
@@ -305,10 +359,10 @@ class ServerStore:
             prefetch=prefetch,
             query_filter=flt,
             limit=fetch,
-            with_payload=True,
+            with_payload=_with_payload(fields),
             search_params=full_params,
         )
-        return sort_hits([Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points], limit)
+        return sort_hits(_hits(res.points), limit)
 
     def optimize(self, name: str) -> None:
         """The server builds indexes, excludes deleted points from IDF and vacuums in the
