@@ -16,6 +16,13 @@ from pathlib import Path
 
 import pytest
 
+# No network in tests: a model named by Hub id (the default reranker) fails fast instead of
+# trying to download. Set before transformers is first imported.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
 # ``import pdfs`` from any test module, whatever pytest's import mode.
 _TESTS = str(Path(__file__).resolve().parent)
 if _TESTS not in sys.path:

