@@ -31,7 +31,7 @@ DATA = ROOT.parent / "shared" / "data"
 SETS = {"tatqa_dev": DATA / "text" / "tatqa_dev", "cranfield": DATA / "text" / "cranfield",
         "cmrc2018_dev_retrieval": DATA / "text" / "cmrc2018_dev_retrieval",
         "mmlongbench_dev": DATA / "mmlongbench_dev"}
-WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+WEIGHTS = (0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 
 
 def main() -> int:

@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from ragspine.config import Settings
-from ragspine.errors import DocumentNotFoundError, NotFoundError
+from ragspine.errors import DocumentNotFoundError, InvalidRequestError, NotFoundError, ServiceUnavailableError
 from ragspine.graph import GraphService
-from ragspine.indexing.library import Libraries, LibraryRecord, check_doc_id, check_library_name
-from ragspine.indexing.vectors import library_fields
+from ragspine.indexing.library import PAGE_FULL, Libraries, LibraryRecord, check_doc_id, check_library_name, point_id
+from ragspine.indexing.policy import is_restricted
+from ragspine.indexing.vectors import library_fields, library_models
+from ragspine.retrieval.explain import SimilarityMap, image_token_index, similarity_map
 from ragspine.models.modelset import ModelSet
 from ragspine.indexing.pipeline import Indexer, IngestResult, Thumbnails
 from ragspine.retrieval.bm25 import BM25Params
@@ -101,6 +103,39 @@ class Engine:
         if page not in doc["page_numbers"] or not path.is_file():
             raise NotFoundError(f"no page {page} in document '{doc_id}' of library '{library}'")
         return path
+
+    def similarity_map(self, library: str, doc_id: str, page: int, query: str) -> SimilarityMap:
+        """Where on a page the query's tokens match (the visual channel's MaxSim, explained).
+
+        404 (as for a thumbnail) when the page does not exist or was dropped by policy, and
+        when the library has no page vectors; 503 when its page model is down; 422 for an
+        empty or oversized query.
+        """
+        doc = self.document(library, doc_id)
+        if page not in doc["page_numbers"]:
+            raise NotFoundError(f"no page {page} in document '{doc_id}' of library '{library}'")
+        if not query.strip() or len(query) > self.settings.max_query_chars:
+            raise InvalidRequestError(
+                f"query must be 1 to {self.settings.max_query_chars} characters of text"
+            )
+        lm = library_models(self.libraries.get(library), self.models)
+        if not lm.has_page:
+            raise NotFoundError(
+                f"no similarity map: library '{library}' has no page vectors "
+                "(it was created without a page model)"
+            )
+        if lm.page is None:
+            raise ServiceUnavailableError(f"no similarity map now: the page vectors need {lm.page_missing}")
+        pid = point_id(doc_id, doc["version"], page, "page")
+        recs = self.store.retrieve(library, [pid], fields=["grid", "image_tokens", "sensitivity"])
+        vecs = self.store.retrieve_vectors(library, [pid], PAGE_FULL)
+        if not recs or pid not in vecs or is_restricted(recs[0].payload.get("sensitivity")):
+            raise NotFoundError(f"no page {page} in document '{doc_id}' of library '{library}'")
+        grid = recs[0].payload.get("grid")
+        if not grid:
+            raise NotFoundError(f"no similarity map: the page model of library '{library}' gives no patch grid")
+        q = lm.page.encode_queries([query])[0]
+        return similarity_map(q, vecs[pid], (grid[0], grid[1]), image_token_index(recs[0].payload["image_tokens"]))
 
     # -- search -------------------------------------------------------------------------------
 

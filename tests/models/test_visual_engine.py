@@ -23,7 +23,7 @@ from models_kit import PAGE_FAMILIES, needs_gpu_extra, np_maxsim
 
 from ragspine.config import Settings
 from ragspine.engine import Engine
-from ragspine.errors import ModelMismatchError, ServiceUnavailableError
+from ragspine.errors import ModelMismatchError, NotFoundError, ServiceUnavailableError
 from ragspine.indexing.library import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, point_id
 from ragspine.indexing.pdf import render_page_image
 from ragspine.models import load_dense_encoder, load_page_encoder, load_reranker
@@ -329,3 +329,52 @@ def test_cli_ingest_and_search_vector_and_hybrid(
         assert res["mode"] == mode and not res["degraded"]
         assert len(res["hits"]) == 4 and all(h["scores"]["visual"] is not None for h in res["hits"])
     assert os.environ["RAGSPINE_PAGE_MODEL"] == str(colpali_dir)
+
+
+def test_similarity_map_explains_the_visual_score(colpali_dir: Path, data_dir: Path, pdf_bytes: bytes) -> None:
+    from fastapi.testclient import TestClient
+
+    from ragspine.serving.app import create_app
+
+    eng = Engine(_settings(data_dir, page_model=str(colpali_dir)))
+    try:
+        eng.create_library("lib")
+        eng.ingest("lib", pdfs.make_pdf([*PAGES[:2], pdfs.Page([PAGES[2]], header="RESTRICTED")]), {"doc_id": "q3"})
+        query = "sales by region"
+        ref = load_page_encoder(str(colpali_dir), device="cpu")
+        q = ref.encode_queries([query])[0]
+        enc = ref.encode_pages(_page_images(pdfs.make_pdf(PAGES[1:2])))[0]  # page 2 as rendered alone
+        sm = eng.similarity_map("lib", "q3", 2, query)
+        rows, cols = enc.grid
+        assert (sm.rows, sm.cols) == (rows, cols)
+        want = (q @ enc.patch_grid().reshape(rows * cols, -1).T).reshape(len(q), rows, cols)
+        np.testing.assert_allclose(sm.per_token, want, rtol=1e-4, atol=1e-4)
+        assert sm.score == pytest.approx(np_maxsim(q, enc.vectors), rel=1e-4)
+        assert sum(c["value"] for c in sm.contributions) == pytest.approx(sm.score, rel=1e-5)
+        hit = [h for h in eng.search({"query": query, "libraries": ["lib"], "mode": "vector"}).hits if h.page == 2][0]
+        assert hit.scores["visual"] == pytest.approx(sm.score, rel=1e-4)
+        assert float(sm.combined.min()) >= 0.0 and float(sm.combined.max()) <= 1.0
+
+        client = TestClient(create_app(eng.settings, eng))
+        base = "/v1/libraries/lib/documents/q3/pages"
+        r = client.get(f"{base}/2/similarity-map", params={"query": query})
+        assert r.status_code == 200 and r.headers["content-type"] == "image/png"
+        img = pymupdf.Pixmap(r.content)
+        assert (img.width, img.height, img.alpha) == (cols, rows, 1)
+        j = client.get(f"{base}/2/similarity-map", params={"query": query, "format": "json"}).json()
+        assert j["rows"] == rows and j["score"] == pytest.approx(sm.score, rel=1e-6)
+        assert client.get(f"{base}/3/similarity-map", params={"query": query}).status_code == 404  # RESTRICTED
+        assert client.get(f"{base}/9/similarity-map", params={"query": query}).status_code == 404
+        assert client.get(f"{base}/2/similarity-map", params={"query": " "}).status_code == 422
+        ready = client.get("/readyz").json()["checks"]
+        assert ready["page_model"].startswith("ok: ") and ready["dense_model"] == "off"
+    finally:
+        eng.close()
+    plain = Engine(_settings(data_dir))
+    try:
+        plain.create_library("text")
+        plain.ingest("text", pdf_bytes, {"doc_id": "d"})
+        with pytest.raises(NotFoundError, match="no page vectors"):
+            plain.similarity_map("text", "d", 1, "revenue")
+    finally:
+        plain.close()

@@ -314,6 +314,7 @@ class Searcher:
         per_lib: list[list[PageKey]] = []
         cands: dict[PageKey, _Cand] = {}
         lexical = plan.mode != "vector"
+        visual_ran = False
         t_store = time.perf_counter()
         for lib in req.libraries:
             active = self.libraries.active_versions(lib)
@@ -379,6 +380,7 @@ class Searcher:
                         prefetch_limit=max(s.prefetch_limit, limit), fields=_RANK_FIELDS,
                     )
                     ranks.append(page_channel([h for h in hits if current(h)], "visual"))
+                    visual_ran = True
                     weights.append(s.visual_weight if plan.mode != "vector" else 1.0)
             fused = rrf(ranks, k=s.rrf_k, weights=weights) if ranks else []
             for key, score in fused:
@@ -388,6 +390,8 @@ class Searcher:
             fused.sort(key=lambda kv: (-kv[1], -(cands[kv[0]].scores.get("bm25") or 0.0), kv[0]))
             per_lib.append([key for key, _ in fused])
         timings["channels"] = round((time.perf_counter() - t_store) * 1000, 3)
+        if plan.mode == "hybrid" and plan.visual and not visual_ran and not plan.dense:
+            plan.mode = "economy"  # no library had page vectors to search: say what ran
         if len(per_lib) == 1:
             order = per_lib[0]
         else:

@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
@@ -35,6 +35,7 @@ from ragspine.errors import (
 )
 from ragspine.indexing.pdf import sniff_pdf
 from ragspine.indexing.pipeline import parse_metadata
+from ragspine.retrieval.explain import heatmap_png
 from ragspine.retrieval.search import SearchRequest
 from ragspine.serving.auth import Auth, Principal
 from ragspine.serving.graph_routes import graph_router
@@ -156,7 +157,12 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         except Exception as exc:  # readiness reports, never raises
             ok = False
             checks["store"] = f"unavailable: {type(exc).__name__}"
-        checks["models"] = "none configured (CPU path: BM25 + RRF)"
+        status = eng.models.status()
+        checks["page_model"] = status["page"]
+        checks["dense_model"] = status["dense"]
+        checks["reranker"] = status["reranker"]
+        # A configured model that failed leaves the server answering from the CPU path
+        # (degraded): still ready, and the check says why.
         return JSONResponse({"status": "ready" if ok else "not ready", "checks": checks},
                             status_code=200 if ok else 503)
 
@@ -276,6 +282,20 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         path = eng.thumbnail(lib, doc_id, n)
         return FileResponse(path, media_type="image/png",
                             headers={"Cache-Control": "private, max-age=300"})
+
+    @app.get("/v1/libraries/{lib}/documents/{doc_id}/pages/{n}/similarity-map", tags=["documents"],
+             responses={200: {"content": {"image/png": {}, "application/json": {}}}})
+    def similarity_map_route(lib: str, doc_id: str, n: int, query: str, who: Who,
+                             format: Literal["png", "json"] = "png") -> Response:
+        """The query's patch-level similarity map on a page (needs a page model): a heat-map PNG
+        with one pixel per patch, to stretch over the page image, or ``format=json`` for the
+        per-token grids, their MaxSim contributions and the page's visual score."""
+        who.require(lib)
+        sm = eng.similarity_map(lib, doc_id, n, query)
+        if format == "json":
+            return JSONResponse(sm.to_json())
+        return Response(heatmap_png(sm.combined), media_type="image/png",
+                        headers={"Cache-Control": "private, max-age=300"})
 
     # -- search -------------------------------------------------------------------------------
 
