@@ -818,7 +818,8 @@
       pm = data && data.checks ? data.checks.page_model : null;
     } catch { pm = null; }
     state.pageModel = typeof pm === "string" && /^ok\b/i.test(pm);
-    $("explain").hidden = !state.pageModel;
+    // A second toggle sits in the viewer: the modal dialog makes the toolbar's unreachable.
+    $("explain").hidden = $("viewer-explain").hidden = !state.pageModel;
   }
 
   // -- wiring -----------------------------------------------------------------------------
@@ -869,7 +870,12 @@
       else if (e.key === "ArrowRight") step(1);
     });
     $("viewer").addEventListener("click", (e) => { if (e.target === $("viewer")) $("viewer").close(); });
-    $("explain-toggle").addEventListener("change", () => { if ($("viewer").open) showPage(viewer.page); });
+    for (const id of ["explain-toggle", "viewer-explain-toggle"]) {
+      $(id).addEventListener("change", (e) => {
+        $("explain-toggle").checked = $("viewer-explain-toggle").checked = e.target.checked;
+        if ($("viewer").open) showPage(viewer.page);
+      });
+    }
 
     $("upload-open").addEventListener("click", openUpload);
     $("upload-close").addEventListener("click", () => $("upload").close());
