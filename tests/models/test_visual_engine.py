@@ -378,3 +378,29 @@ def test_similarity_map_explains_the_visual_score(colpali_dir: Path, data_dir: P
             plain.similarity_map("text", "d", 1, "revenue")
     finally:
         plain.close()
+
+
+def test_precomputed_page_vectors_cover_exactly_the_kept_pages(colpali_dir: Path, data_dir: Path) -> None:
+    from ragspine.errors import InvalidRequestError
+
+    ref = load_page_encoder(str(colpali_dir), device="cpu")
+    spy = Spy(ref)
+    eng = Engine(_settings(data_dir), models=ModelSet(page=spy))
+    try:
+        eng.create_library("lib")
+        data = pdfs.make_pdf([PAGES[0], pdfs.Page([PAGES[1]], header="RESTRICTED"), PAGES[2]])
+        imgs = _page_images(data)
+        enc = dict(zip((1, 2, 3), ref.encode_pages(imgs)))  # page 2 encoded only to prove it is refused
+        with pytest.raises(InvalidRequestError, match=r"not kept \[2\]"):
+            eng.ingest("lib", data, {"doc_id": "d"}, page_vectors=enc)
+        with pytest.raises(InvalidRequestError, match=r"missing pages \[3\]"):
+            eng.ingest("lib", data, {"doc_id": "d"}, page_vectors={1: enc[1]})
+        assert eng.store.count("lib", Where(kind=KIND_PAGE)) == 0
+        res = eng.ingest("lib", data, {"doc_id": "d"}, page_vectors={1: enc[1], 3: enc[3]})
+        assert res.pages_indexed == 2 and spy.pages_seen == 0  # nothing encoded by the engine
+        ids = {n: point_id("d", res.version, n, "page") for n in (1, 3)}
+        got = eng.store.retrieve_vectors("lib", list(ids.values()), PAGE_FULL)
+        for n, pid in ids.items():
+            np.testing.assert_array_equal(got[pid], enc[n].vectors)
+    finally:
+        eng.close()

@@ -78,6 +78,14 @@ _UPSERT_BATCH = 256
 _MODEL_IMAGE_MAX_PX = 2048
 
 
+class _Precomputed:
+    """Stands in for the page model when the vectors come with the request (identity only)."""
+
+    def __init__(self, vectors: Mapping[int, Any]) -> None:
+        first = next(iter(vectors.values()), None)
+        self.dim = int(first.dim) if first is not None else 0
+
+
 def _mask_runs(mask: Any) -> list[list[int]]:
     """``[start, end)`` runs of True in a bool mask: where the image tokens lie, compactly."""
     runs: list[list[int]] = []
@@ -295,7 +303,15 @@ class Indexer:
         *,
         filename: str | None = None,
         progress: Progress | None = None,
+        page_vectors: Mapping[int, Any] | None = None,
     ) -> IngestResult:
+        """Index one PDF as a new version of its document (see the module docstring).
+
+        ``page_vectors`` (page number → :class:`~ragspine.models.base.EncodedPage`) are page
+        embeddings computed upstream (the Ray Data bulk ingest encodes on a GPU actor pool):
+        they are used instead of rendering and encoding here, and must cover exactly the pages
+        the policy keeps - a vector for a dropped page is refused, never stored.
+        """
         t0 = time.perf_counter()
         meta = parse_metadata(metadata)
         self.libraries.open(library)
@@ -323,7 +339,8 @@ class Indexer:
             data, max_pages=self.settings.max_pages, max_page_side_pt=self.settings.max_page_side_pt
         )
         try:
-            return self._ingest_parsed(library, parsed, meta, pdf_sha, doc_id, filename, progress, t0)
+            return self._ingest_parsed(library, parsed, meta, pdf_sha, doc_id, filename, progress, t0,
+                                       page_vectors=page_vectors)
         finally:
             parsed.close()
 
@@ -397,6 +414,7 @@ class Indexer:
         filename: str | None,
         progress: Progress | None,
         t0: float,
+        page_vectors: Mapping[int, Any] | None = None,
     ) -> IngestResult:
         total = len(parsed.pages)
         dropped = self.policy.restricted_pages(parsed.pages, meta.page_sensitivity)
@@ -428,6 +446,16 @@ class Indexer:
             models = library_models(rec, self.models)
             if parsed.doc is None:  # plain text has no page image: only the dense field applies
                 models = replace(models, page=None, page_missing=None)
+            if page_vectors is not None:
+                bad = sorted(set(page_vectors) - {p.number for p in kept})
+                missing = sorted({p.number for p in kept} - set(page_vectors))
+                if bad or missing:
+                    raise InvalidRequestError(
+                        f"page_vectors must cover exactly the {len(kept)} pages the policy keeps: "
+                        + (f"given for pages not kept {bad[:10]}" if bad else f"missing pages {missing[:10]}")
+                    )
+                if models.has_page and models.page is None:
+                    models = replace(models, page=_Precomputed(page_vectors), page_missing=None)
             models.require_writable(library)
             old_version = int(prev["active_version"]) if prev and prev.get("active_version") else None
             version = max(int(prev.get("max_version", 0)) if prev else 0, old_version or 0) + 1
@@ -454,7 +482,7 @@ class Indexer:
             try:
                 chunk_stats, page_stats, n_chunks, passages = self._write_version(
                     library, rec_stats=rec.stats, parsed=parsed, base=base, version=version,
-                    total=total, progress=progress, models=models,
+                    total=total, progress=progress, models=models, page_vectors=page_vectors,
                 )
                 self._step("written")
                 self.store.set_payload(library, Where(doc_id=doc_id, version=version), {"state": "live"})
@@ -514,6 +542,7 @@ class Indexer:
         total: int,
         progress: Progress | None,
         models: LibraryModels,
+        page_vectors: Mapping[int, Any] | None = None,
     ) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]]]:
         s = self.settings
         doc_id = base["doc_id"]
@@ -548,7 +577,7 @@ class Indexer:
         # it runs, and the main thread never does (MuPDF documents are not thread-safe).
         size = s.page_batch_size if models.page is not None else _UPSERT_BATCH
         batches = [per_page[i : i + size] for i in range(0, len(per_page), size)]
-        want_image = models.page is not None and parsed.doc is not None
+        want_image = models.page is not None and parsed.doc is not None and page_vectors is None
 
         def render(batch: list[Any]) -> list[tuple[bytes | None, Any]]:
             out = []
@@ -568,8 +597,17 @@ class Indexer:
                 rendered = pending.result()
                 pending = pool.submit(render, batches[bi + 1]) if bi + 1 < len(batches) else None
                 page_vecs: list[dict[str, Any]] = [{} for _ in batch]
+                encoded = None
                 if want_image:
                     encoded = models.page.encode_pages([img for _, img in rendered])
+                elif page_vectors is not None and models.page is not None:
+                    encoded = [page_vectors[page.number] for page, *_ in batch]
+                    for enc in encoded:
+                        if int(enc.dim) != int(models.page.dim):
+                            raise InvalidRequestError(
+                                f"page_vectors have dim {enc.dim}; the library's page field has {models.page.dim}"
+                            )
+                if encoded is not None:
                     for pv, enc in zip(page_vecs, encoded):
                         pv[PAGE_FULL] = enc.vectors.tolist()
                         if models.pooling is not None:
