@@ -82,6 +82,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         _fail("no PDF files found in the given paths")
     if "doc_id" in meta and len(paths) > 1:
         _fail("--meta doc_id=... names one document, but several files were given")
+    if getattr(args, "engine", "local") == "ray":
+        return _ingest_ray(_settings(args), args, paths, meta)
     engine = Engine(_settings(args))
     failed = 0
     try:
@@ -121,6 +123,32 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else 0
 
 
+def _ingest_ray(settings: Any, args: argparse.Namespace, paths: list[Path], meta: dict[str, Any]) -> int:
+    """Bulk ingest on Ray Data (render on CPU tasks, encode on an actor pool, write in order)."""
+    from ragspine.errors import MissingExtraError, RagspineError
+
+    if args.encoders < 1 or (args.batch_size is not None and args.batch_size < 1):
+        _fail("--encoders and --batch-size must be at least 1")
+    try:
+        from ragspine.serving.ray_ingest import bulk_ingest
+    except MissingExtraError as exc:
+        _fail(exc.detail)
+    try:
+        r = bulk_ingest(settings, args.library, paths, meta, encoders=args.encoders,
+                        batch_size=args.batch_size, progress=not args.quiet)
+    except RagspineError as exc:
+        _fail(exc.detail, EXIT_FAILED)
+    print(f"{r.indexed} indexed, {r.unchanged} unchanged, {r.dropped} dropped by policy, "
+          f"{r.failed} failed; {r.pages_encoded} pages encoded; {r.wall_s:.1f} s in all, "
+          f"{r.pipeline_s:.1f} s in the pipeline")
+    if r.pages_encoded:
+        ratio = r.end_to_end_pages_per_s / max(r.encoder_only_pages_per_s, 1e-9)
+        print(f"pages/s end to end {r.end_to_end_pages_per_s:.2f}, encoder-only "
+              f"{r.encoder_only_pages_per_s:.2f} (ratio {ratio:.2f}); "
+              f"encoders busy {100 * r.encoder_busy_fraction:.0f}% of the time")
+    return EXIT_FAILED if r.failed else 0
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
@@ -140,6 +168,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             filters=filters,
             mode=args.mode,
             top_k=args.top_k,
+            rerank=args.rerank,
             allow_unfiltered_fallback=args.allow_unfiltered_fallback,
         )
     except RagspineError as exc:
@@ -175,9 +204,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     if not Path(args.dataset).is_dir():
         _fail(f"no such dataset folder: {args.dataset}")
+    settings = _settings(args)
+    if args.mode == "hybrid" and not settings.page_model and not settings.dense_model:
+        from ragspine.models.registry import DEFAULT_DENSE_MODEL
+
+        # Hybrid needs a model channel; on a machine without a page model that is dense text.
+        settings = settings.model_copy(update={"dense_model": DEFAULT_DENSE_MODEL})
+        print(f"eval --mode hybrid: no RAGSPINE_PAGE_MODEL or RAGSPINE_DENSE_MODEL set; using the dense "
+              f"model {DEFAULT_DENSE_MODEL} (BM25 + dense)", file=sys.stderr)
     try:
         result = evaluate(
-            _settings(args), Path(args.dataset), split=args.split, mode=args.mode,
+            settings, Path(args.dataset), split=args.split, mode=args.mode,
             progress=not args.json, limit_queries=args.limit,
         )
     except RagspineError as exc:
@@ -191,15 +228,48 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if getattr(args, "engine", "local") == "ray":
+        return _serve_ray(settings, args)
+
     import uvicorn
 
     from ragspine.serving.app import create_app
 
-    settings = _settings(args)
     app = create_app(settings)
     print(f"ragspine serving on http://{args.host}:{args.port} (data dir {settings.data_dir})",
           file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def _serve_ray(settings: Any, args: argparse.Namespace) -> int:
+    """The same API on Ray Serve (local Ray, or RAGSPINE_RAY_ADDRESS), until Ctrl-C / SIGTERM."""
+    import signal
+    import threading
+
+    from ragspine.errors import MissingExtraError, RagspineError
+
+    try:
+        from ragspine.serving import ray_app
+    except MissingExtraError as exc:
+        _fail(exc.detail)
+    stop = threading.Event()
+    try:
+        ray_app.start_local(settings, args.host, args.port)
+        # After ray.init, which installs handlers of its own: ours shut Serve and Ray down in order.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        print(f"ragspine serving on http://{args.host}:{args.port} with Ray Serve (data dir "
+              f"{settings.data_dir}; Ctrl-C stops)", file=sys.stderr)
+        while not stop.wait(0.5):
+            pass
+    except RagspineError as exc:
+        _fail(exc.detail, EXIT_FAILED)
+    except RuntimeError as exc:  # Serve could not deploy: its first line says which deployment
+        _fail(f"Ray Serve: {str(exc).strip().splitlines()[0]}", EXIT_FAILED)
+    finally:
+        ray_app.stop_local()
     return 0
 
 
@@ -290,6 +360,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="document metadata, repeatable (values parsed as JSON when they can be)")
     s.add_argument("--sensitivity", metavar="LEVEL", help="document sensitivity (RESTRICTED is not indexed)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--engine", default="local", choices=["local", "ray"],
+                   help="'local' (this process) or 'ray' (Ray Data: parse and render on CPU tasks, "
+                   "encode on an actor pool; needs ragspine[serve])")
+    s.add_argument("--encoders", type=int, default=1, metavar="N",
+                   help="--engine ray: page-encoder actors (each holds the model)")
+    s.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help="--engine ray: pages per encoder call (default RAGSPINE_RAY_PAGE_BATCH_SIZE)")
     s.set_defaults(func=cmd_ingest)
 
     s = sub.add_parser("search", help="search one or more libraries")
@@ -302,6 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="metadata predicate, repeatable; OP is eq ne in nin gt gte lt lte between")
     s.add_argument("--allow-unfiltered-fallback", action="store_true",
                    help="when filters match nothing, search without them (the answer says so)")
+    s.add_argument("--rerank", action="store_true",
+                   help="rerank the fused hits with RAGSPINE_RERANKER (cross-encoder or ColBERT)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_search)
 
@@ -317,7 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name, help=helptext)
         s.add_argument("--host", default="127.0.0.1")
         s.add_argument("--port", type=int, default=8000)
-        s.add_argument("--engine", default="local", choices=["local"], help="serving engine")
+        s.add_argument("--engine", default="local", choices=["local", "ray"],
+                       help="serving engine: 'local' (one process) or 'ray' (Ray Serve deployments; "
+                       "needs ragspine[serve])")
         if name == "demo":
             s.add_argument("--no-serve", action="store_true", help="build and ingest, then exit")
         s.set_defaults(func=cmd_demo if name == "demo" else cmd_serve)

@@ -1,0 +1,90 @@
+"""Bulk ingest on Ray Data (``ragspine ingest --engine ray``) on CPU Ray with a tiny page model:
+the same index as a local ingest, RESTRICTED pages never encoded, restarts skip unchanged work."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray.data", reason="needs ragspine[serve]")
+pytest.importorskip("colpali_engine", reason="needs ragspine[gpu] for the tiny page model")
+
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+import ray_kit  # noqa: E402
+from pdfs import Page, make_pdf  # noqa: E402
+from serving_kit import clean_settings  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(600)]
+
+LIB = "bulk"
+
+
+def _corpus(folder: Path) -> list[Path]:
+    folder.mkdir()
+    docs = {
+        "growth.pdf": make_pdf(["Revenue grew by twelve percent in Asia.", "Costs fell in Europe."]),
+        "mixed.pdf": make_pdf([
+            "Market share of mobile operators by region.",
+            Page(["Secret merger plan."], header="RESTRICTED"),
+            "Quarterly sales by region, with Asia leading.",
+        ]),
+        "secret.pdf": make_pdf([Page(["Everything here is classified."], footer="RESTRICTED")]),
+    }
+    for name, data in docs.items():
+        (folder / name).write_bytes(data)
+    return sorted(folder.glob("*.pdf"))
+
+
+def _rankings(engine, queries: list[str]) -> list[list[tuple]]:  # type: ignore[no-untyped-def]
+    out = []
+    for q in queries:
+        res = engine.search({"query": q, "libraries": [LIB], "mode": "hybrid", "top_k": 10})
+        assert not res.degraded, res.degraded_reasons
+        out.append([(h.doc_id, h.page, h.chunk_id, round(h.scores["fused"], 9),
+                     round(h.scores["visual"] or 0.0, 5)) for h in res.hits])
+    return out
+
+
+def test_bulk_ingest_matches_local_and_skips_unchanged(tmp_path: Path) -> None:
+    from ragspine.engine import Engine
+    from ragspine.serving.ray_ingest import bulk_ingest
+
+    model = ray_kit.tiny_models(tmp_path / "tiny", "colpali")["colpali"]
+    paths = _corpus(tmp_path / "pdfs")
+    kw = {"page_model": str(model), "device": "cpu", "reranker": "none"}
+    ray_settings = clean_settings(data_dir=tmp_path / "ray", **kw)
+    local_settings = clean_settings(data_dir=tmp_path / "local", **kw)
+    lines: list[str] = []
+
+    with ray_kit.local_ray(num_cpus=2):
+        report = bulk_ingest(ray_settings, LIB, paths, {}, encoders=1, batch_size=4,
+                             echo=lines.append, progress=False)
+        assert (report.indexed, report.dropped, report.failed) == (2, 1, 0), lines
+        # 6 pages in all; the two RESTRICTED pages were never rendered or encoded.
+        assert report.pages_encoded == 4
+        assert 0 < report.encoder_busy_fraction <= 1.0
+        assert report.encoder_only_pages_per_s >= report.end_to_end_pages_per_s > 0
+        again = bulk_ingest(ray_settings, LIB, paths, {}, echo=lines.append, progress=False)
+        assert (again.unchanged, again.indexed, again.pages_encoded) == (2, 0, 0), lines
+
+    local = Engine(local_settings)
+    try:
+        local.create_library(LIB)
+        for p in paths:
+            local.ingest(LIB, p)
+        bulk = Engine(ray_settings)  # the bulk-built index, searched with the local models
+        try:
+            docs = {d["doc_id"]: d for d in bulk.documents(LIB)}
+            assert docs["mixed"]["pages_dropped"] == [2] and docs["mixed"]["page_numbers"] == [1, 3]
+            assert set(docs) == {d["doc_id"] for d in local.documents(LIB)} == {"growth", "mixed"}
+            queries = ["revenue Asia", "market share operators", "secret merger"]
+            assert _rankings(bulk, queries) == _rankings(local, queries)
+        finally:
+            bulk.close()
+    finally:
+        local.close()
