@@ -609,15 +609,21 @@ def settings_overrides(settings: Settings) -> dict[str, Any]:
     return {k: (str(v) if hasattr(v, "__fspath__") else v) for k, v in out.items()}
 
 
-def start_local(settings: Settings, host: str, port: int, *, name: str = APP_NAME,
-                deployments: dict[str, dict[str, Any]] | None = None) -> Any:
-    """Start (or join, with ``RAGSPINE_RAY_ADDRESS``) Ray, start Serve's HTTP proxy on
-    ``host:port`` and deploy the app; returns the ingress handle. Stop with :func:`stop_local`."""
+def init_ray(settings: Settings) -> None:
+    """Start (or join, with ``RAGSPINE_RAY_ADDRESS``) Ray in this process, once. ``ray.init``
+    installs signal handlers of its own: a caller that wants its own installs them after this."""
     import ray
 
     if not ray.is_initialized():
         ray.init(address=settings.ray_address, include_dashboard=False,
                  logging_level=logging.WARNING, log_to_driver=False)
+
+
+def start_local(settings: Settings, host: str, port: int, *, name: str = APP_NAME,
+                deployments: dict[str, dict[str, Any]] | None = None) -> Any:
+    """Start (or join, with ``RAGSPINE_RAY_ADDRESS``) Ray, start Serve's HTTP proxy on
+    ``host:port`` and deploy the app; returns the ingress handle. Stop with :func:`stop_local`."""
+    init_ray(settings)
     serve.start(http_options={"host": host, "port": port})
     app = build_app(AppArgs(settings=settings_overrides(settings), deployments=deployments or {}))
     return serve.run(app, name=name, route_prefix="/")
