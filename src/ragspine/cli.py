@@ -176,7 +176,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         err = exc.errors()[0]
         _fail(f"{'.'.join(str(x) for x in err['loc']) or 'request'}: {err['msg']}")
-    engine = Engine(_settings(args))
+    # One query per process: building the in-memory BM25 index would cost more than it saves.
+    engine = Engine(_settings(args).model_copy(update={"lexical_index": "store"}))
     try:
         res = engine.search(req)
     except RagspineError as exc:
@@ -256,10 +257,12 @@ def _serve_ray(settings: Any, args: argparse.Namespace) -> int:
         _fail(exc.detail)
     stop = threading.Event()
     try:
-        ray_app.start_local(settings, args.host, args.port)
-        # After ray.init, which installs handlers of its own: ours shut Serve and Ray down in order.
+        ray_app.init_ray(settings)
+        # After ray.init, which installs handlers of its own, and before the deploy (the API can
+        # answer before serve.run returns): ours shut Serve and Ray down in order.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
+        ray_app.start_local(settings, args.host, args.port)
         print(f"ragspine serving on http://{args.host}:{args.port} with Ray Serve (data dir "
               f"{settings.data_dir}; Ctrl-C stops)", file=sys.stderr)
         while not stop.wait(0.5):

@@ -20,6 +20,7 @@ from ragspine.retrieval.explain import SimilarityMap, image_token_index, similar
 from ragspine.models.modelset import ModelSet
 from ragspine.indexing.pipeline import Indexer, IngestResult, Thumbnails
 from ragspine.retrieval.bm25 import BM25Params
+from ragspine.retrieval.lexical_index import LexicalIndex
 from ragspine.retrieval.search import Searcher, SearchRequest, SearchResponse
 from ragspine.store import Store, open_store
 
@@ -38,7 +39,14 @@ class Engine:
         self.libraries = Libraries(self.store, bm25, active_ttl=ttl)
         self.thumbnails = Thumbnails(settings.data_dir)
         self.indexer = Indexer(settings, self.store, self.libraries, self.thumbnails, self.models)
-        self.searcher = Searcher(settings, self.store, self.libraries, self.models)
+        #: In-memory BM25 over every library searched (exact same ranking as the store's).
+        # Updated on the searching thread (background=False): were the store to answer while
+        # the index builds, the same query could score differently (Qdrant's IDF also counts
+        # staged and not yet vacuumed points) - same input, same ranking.
+        self.lexical = (LexicalIndex(self.store, self.libraries, bm25, max_postings=settings.lexical_max_postings,
+                                     background=False)
+                        if settings.lexical_index == "memory" else None)
+        self.searcher = Searcher(settings, self.store, self.libraries, self.models, lexical=self.lexical)
         #: The relation graph, kept in step with the index (its listener).
         self.graph = GraphService(settings, self.store, self.libraries)
         self.indexer.listeners.append(self.graph)
@@ -69,6 +77,8 @@ class Engine:
 
     def delete_library(self, name: str) -> None:
         self.libraries.drop(name)
+        if self.lexical is not None:
+            self.lexical.drop(name)
         self.thumbnails.remove_library(name)
         self._recovered.discard(name)
         self.indexer._notify("library_deleted", name)
@@ -150,6 +160,8 @@ class Engine:
 
     def close(self) -> None:
         self.graph.close()
+        if self.lexical is not None:
+            self.lexical.close()  # waits for a running index update: it reads the store
         self.store.close()
 
 

@@ -117,7 +117,7 @@ class LibraryRecord:
         return cls(
             name=p["name"],
             created_at=float(p.get("created_at", 0.0)),
-            encoders=dict(p.get("encoders") or {}),
+            encoders={k: dict(v) for k, v in (p.get("encoders") or {}).items()},
             field_types=dict(p.get("field_types") or {}),
             stats={k: LengthStats.from_json(v) for k, v in (p.get("stats") or {}).items()},
         )
@@ -141,6 +141,9 @@ class Libraries:
         # processes write the same store (Qdrant server with several replicas).
         self._active: dict[str, tuple[float, dict[str, int]]] = {}
         self.active_ttl = active_ttl
+        # The library record, read by every search (three times): cached as its payload,
+        # dropped by every save made here, re-read after ``active_ttl`` (other processes).
+        self._records: dict[str, tuple[float, dict[str, Any]]] = {}
 
     def lock(self, name: str) -> threading.RLock:
         with self._guard:
@@ -167,15 +170,24 @@ class Libraries:
         return rec
 
     def save(self, rec: LibraryRecord) -> None:
-        self.store.upsert(rec.name, [PointData(LIBRARY_POINT, rec.to_payload())])
+        try:
+            self.store.upsert(rec.name, [PointData(LIBRARY_POINT, rec.to_payload())])
+        finally:
+            self._records.pop(rec.name, None)
 
     def get(self, name: str) -> LibraryRecord:
+        """The record (a new object each call: callers change it and ``save`` it)."""
         check_library_name(name)
+        now = time.monotonic()
+        cached = self._records.get(name)
+        if cached is not None and now - cached[0] < self.active_ttl:
+            return LibraryRecord.from_payload(cached[1])
         if not self.store.has_collection(name):
             raise LibraryNotFoundError(f"unknown library '{name}'")
         recs = self.store.retrieve(name, [LIBRARY_POINT])
         if not recs:
             raise LibraryNotFoundError(f"library '{name}' has no record; it was not created by ragspine")
+        self._records[name] = (now, recs[0].payload)
         return LibraryRecord.from_payload(recs[0].payload)
 
     def open(self, name: str) -> LibraryRecord:
@@ -198,8 +210,11 @@ class Libraries:
     def drop(self, name: str) -> None:
         check_library_name(name)
         with self.lock(name):
-            self.store.drop_collection(name)
-            self._active.pop(name, None)
+            try:
+                self.store.drop_collection(name)
+            finally:
+                self._active.pop(name, None)
+                self._records.pop(name, None)
 
     # -- manifest -----------------------------------------------------------------------------
 

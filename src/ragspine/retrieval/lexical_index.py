@@ -1,0 +1,1067 @@
+"""In-process BM25 index over a library's live, current passages and pages.
+
+Qdrant Edge answers a BM25 sparse query in 1.3-4.5 ms on these machines, most of it fixed
+cost inside the engine (``bench/lexical.py``, MMLongBench: 1,844 pages, 11k passages), where
+bm25s scores the pages in 0.1 ms. This index holds, per library and BM25 field
+(``bm25_chunk``, ``bm25_page``), exactly the term weights the store holds — recomputed with
+:func:`~ragspine.retrieval.bm25.document_vector` from the stored text and the library record's
+``basis`` for the field, as the pipeline computes them — and scores a query with numpy:
+
+    score(d) = sum_t q_t * idf_t * w(d, t),   idf_t = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))
+
+which is Qdrant's IDF modifier (``fancy_idf`` in Qdrant's ``VectorQueryContext``) with ``N`` the
+points that have the vector and ``n_t`` those among them that contain ``t``. Qdrant counts every
+point holding the vector (staged versions and not-yet-vacuumed deletions too); this index counts
+the live, current ones, which is what Qdrant counts once a library is at rest (after
+``Store.optimize``). Ties are broken by point id, like :func:`~ragspine.store.base.sort_hits`.
+
+Freshness. Every search compares the library's active versions
+(:meth:`~ragspine.indexing.library.Libraries.active_versions`, a cached dict replaced on every
+manifest write) and the record's ``basis`` per field with the snapshot the index was built from.
+When the active versions changed, the manifest entries are read (``doc_id``, ``active_version``,
+``indexed_at``: a document deleted and ingested again gets the same version number but a new
+``indexed_at``), and only the documents whose entry changed are re-read from the store
+(``Where(doc_id, version, live=True)``) and swapped in; a changed basis (re-weighting) rebuilds
+the whole index. Updates build new arrays and swap one reference under a lock: a search never
+waits for one. While an update runs (on a helper thread by default) searches that need it are
+answered by the store, so every answer reflects the committed state.
+
+Memory: 20 bytes per posting (row 8, stored weight 4, weight times IDF 8) plus 12 per distinct
+term; the dense rows of terms in a quarter of the rows or more (see :class:`FieldIndex`) add at
+most 1.6x the bytes of their postings; about 200 bytes per indexed point (point id and passage
+id strings, numeric columns). An update needs the old and the new arrays for a moment.
+``max_postings`` bounds it: a library whose BM25 token count (in the library record, an upper
+bound of its postings) exceeds it is searched by the store. The payload cache holds up to
+``payload_cache`` whole payloads (see :meth:`LexicalIndex.payloads`). Measured on MMLongBench
+(676k postings, 12.4k points): 18.6 MB of arrays, 1.8-2.4 s to build from the store.
+
+RESTRICTED pages never reach the store (:mod:`ragspine.indexing.policy`); a point whose
+sensitivity is RESTRICTED is still never indexed here, nor cached (invariant 1).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from ragspine.indexing.policy import is_restricted
+from ragspine.retrieval.bm25 import BM25Params, SparseVector, document_vector
+from ragspine.retrieval.predicates import Predicate
+from ragspine.retrieval.tokenizer import tokenize
+from ragspine.store.base import (
+    KIND_CHUNK,
+    KIND_DOC,
+    KIND_PAGE,
+    SPARSE_CHUNK,
+    SPARSE_PAGE,
+    Fields,
+    Hit,
+    Record,
+    Store,
+    Where,
+    filter_value,
+    payload_fields,
+)
+
+if TYPE_CHECKING:
+    from ragspine.indexing.library import Libraries
+
+logger = logging.getLogger(__name__)
+
+#: The BM25 fields indexed and the point kind that carries each.
+FIELD_KINDS: dict[str, str] = {SPARSE_CHUNK: KIND_CHUNK, SPARSE_PAGE: KIND_PAGE}
+#: Default bound on the postings of one library (10M: about 0.2 GB, at most ~0.35 GB with the
+#: dense rows).
+DEFAULT_MAX_POSTINGS = 10_000_000
+#: Default number of point payloads kept by :meth:`LexicalIndex.payloads`: passages take
+#: about 1 KB each, pages 3-5 KB (their text and passage spans), so some 20-40 MB at most.
+DEFAULT_PAYLOAD_CACHE = 16384
+#: Payload keys kept per document (they are the same on every point of a document version).
+DOC_KEYS = ("doc_id", "version", "title", "sensitivity", "meta", "metab", "state")
+#: Payload keys kept per point.
+ROW_KEYS = ("page", "chunk_id")
+#: Keys a search can return from the index itself; any other key is read from the store.
+INDEX_KEYS = frozenset(DOC_KEYS + ROW_KEYS + ("kind",))
+_SCAN_KEYS = [*DOC_KEYS, *ROW_KEYS, "kind", "text"]
+#: Predicate-mask cache entries per snapshot (one per distinct filter).
+_MASK_CACHE = 128
+#: More changed documents than this fraction of the library: rebuild instead of patching.
+_FULL_REBUILD_FRACTION = 0.5
+
+DocSig = tuple[int, Any]  # (active_version, indexed_at) of a manifest entry
+
+
+class Unsupported(Exception):
+    """A search the index cannot answer exactly; the caller asks the store instead."""
+
+
+# -- the arrays ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldIndex:
+    """One BM25 field of one library: postings grouped by term (CSC), and a row table.
+
+    The postings of term ``uterms[i]`` are ``rows[ustart[i]:ustart[i + 1]]`` (ascending) with
+    weights ``vals`` (the stored BM25 term-frequency weights) and ``ivals`` (the same times the
+    term's IDF over this index: what a query adds up). Terms in at least ``DENSE_FRACTION`` of
+    the rows (stop words, mostly) also have a dense row of ``ivals``: adding one contiguous row
+    is several times cheaper than scattering its postings, and costs at most 1.6x their bytes.
+    """
+
+    kind: str
+    uterms: np.ndarray  # (n_terms,) uint32 token ids, ascending
+    ustart: np.ndarray  # (n_terms + 1,) int64 first posting of each term, then n_postings
+    rows: np.ndarray  # (n_postings,) intp row of each posting
+    vals: np.ndarray  # (n_postings,) float32 BM25 term-frequency weight, as stored in Qdrant
+    ivals: np.ndarray  # (n_postings,) float64 vals * idf(term)
+    udense: np.ndarray  # (n_terms,) int32 row of the term in ``dense``, or -1
+    dense: np.ndarray  # (n_dense_terms, n_rows) float64 ivals of the most frequent terms, dense
+    ids: list[str]  # (n_rows,) point id
+    id_hi: np.ndarray  # (n_rows,) uint64 high half of the point id as a 128-bit number
+    id_lo: np.ndarray  # (n_rows,) uint64 low half: (hi, lo) order == point id string order
+    idrank: np.ndarray  # (n_rows,) int64 rank of the point id among the rows (tie-break)
+    doc: np.ndarray  # (n_rows,) int32 document code (see LibView.docs)
+    page: np.ndarray  # (n_rows,) int32 1-based page number
+    chunk_ids: list[str | None]  # (n_rows,) passage id (chunk rows) or None (page rows)
+    pkey: np.ndarray  # (n_rows,) int64 page key: doc << PAGE_BITS | page (same in both fields)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.ids)
+
+    @property
+    def n_postings(self) -> int:
+        return int(self.rows.shape[0])
+
+    def nbytes(self) -> int:
+        arrays = (self.uterms, self.ustart, self.rows, self.vals, self.ivals, self.udense, self.dense,
+                  self.id_hi, self.id_lo, self.idrank, self.doc, self.page, self.pkey)
+        return int(sum(a.nbytes for a in arrays)) + _ROW_OBJECT_BYTES * self.n_rows
+
+
+#: Python objects per row (point id and passage id strings and their list slots), about.
+_ROW_OBJECT_BYTES = 200
+#: A term in at least this fraction of a field's rows gets a dense row (see FieldIndex).
+DENSE_FRACTION = 0.25
+#: Page numbers fit in 20 bits (``max_pages`` is a few thousand): page key = doc << 20 | page.
+PAGE_BITS = 20
+_PAGE_MASK = (1 << PAGE_BITS) - 1
+
+
+@dataclass
+class _Rows:
+    """Rows being assembled for a :class:`FieldIndex` (plain lists; turned into arrays once)."""
+
+    ids: list[str] = field(default_factory=list)
+    doc: list[int] = field(default_factory=list)
+    page: list[int] = field(default_factory=list)
+    chunk_ids: list[str | None] = field(default_factory=list)
+    terms: list[np.ndarray] = field(default_factory=list)
+    vals: list[np.ndarray] = field(default_factory=list)
+
+
+def _id_halves(ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Point ids as (hi, lo) uint64: for canonical UUID strings (what ragspine writes) their
+    numeric order is their string order. Anything else is refused: ties could not be broken
+    like the store breaks them."""
+    hi = np.empty(len(ids), dtype=np.uint64)
+    lo = np.empty(len(ids), dtype=np.uint64)
+    for i, s in enumerate(ids):
+        try:
+            u = uuid.UUID(s)
+        except ValueError:
+            raise Unsupported(f"point id {s!r} is not a UUID") from None
+        if str(u) != s:
+            raise Unsupported(f"point id {s!r} is not a canonical UUID")
+        hi[i] = u.int >> 64
+        lo[i] = u.int & 0xFFFF_FFFF_FFFF_FFFF
+    return hi, lo
+
+
+def _csc(kind: str, terms: np.ndarray, rows: np.ndarray, vals: np.ndarray, n_rows: int,
+         table: dict[str, Any]) -> FieldIndex:
+    """A :class:`FieldIndex` from postings sorted by (term, row) and its row table."""
+    if terms.shape[0]:
+        starts = np.flatnonzero(np.diff(terms)) + 1  # where a new term begins
+        uterms = terms[np.concatenate(([0], starts))]
+        ustart = np.concatenate(([0], starts, [terms.shape[0]])).astype(np.int64)
+    else:
+        uterms = np.empty(0, dtype=np.uint32)
+        ustart = np.zeros(1, dtype=np.int64)
+    df = np.diff(ustart)  # (n_terms,) points containing each term
+    ivals = vals.astype(np.float64) * np.repeat(idf(n_rows, df), df)
+    rows = rows.astype(np.intp, copy=False)
+    frequent = np.flatnonzero(df >= max(1.0, DENSE_FRACTION * n_rows))  # (n_dense_terms,)
+    udense = np.full(uterms.shape[0], -1, dtype=np.int32)
+    udense[frequent] = np.arange(frequent.shape[0], dtype=np.int32)
+    dense = np.zeros((frequent.shape[0], n_rows))  # (n_dense_terms, n_rows)
+    for j, t in enumerate(frequent.tolist()):
+        a, b = int(ustart[t]), int(ustart[t + 1])
+        dense[j, rows[a:b]] = ivals[a:b]
+    idrank = np.empty(n_rows, dtype=np.int64)
+    idrank[np.lexsort((table["id_lo"], table["id_hi"]))] = np.arange(n_rows)
+    pkey = (table["doc"].astype(np.int64) << PAGE_BITS) | table["page"]
+    return FieldIndex(kind=kind, uterms=uterms, ustart=ustart, rows=rows, vals=vals, ivals=ivals,
+                      udense=udense, dense=dense, idrank=idrank, pkey=pkey, **table)
+
+
+def _field_from_rows(kind: str, r: _Rows) -> FieldIndex:
+    n = len(r.ids)
+    lens = np.fromiter((len(t) for t in r.terms), dtype=np.int64, count=n)
+    terms = np.concatenate(r.terms) if n else np.empty(0, dtype=np.uint32)
+    vals = np.concatenate(r.vals) if n else np.empty(0, dtype=np.float32)
+    rows = np.repeat(np.arange(n, dtype=np.intp), lens)
+    order = np.argsort(terms, kind="stable")  # rows ascend within a term: they were appended so
+    hi, lo = _id_halves(r.ids)
+    table = dict(ids=list(r.ids), id_hi=hi, id_lo=lo, doc=np.asarray(r.doc, dtype=np.int32),
+                 page=np.asarray(r.page, dtype=np.int32), chunk_ids=list(r.chunk_ids))
+    return _csc(kind, terms[order], rows[order], vals[order], n, table)
+
+
+def _patched(old: FieldIndex, drop_docs: np.ndarray, new: FieldIndex) -> FieldIndex:
+    """``old`` without the rows of documents ``drop_docs`` (codes), plus the rows of ``new``.
+
+    Kept postings stay sorted; the new ones are merged in (``np.insert`` at their
+    ``searchsorted`` positions), so a patch costs O(postings), not a sort.
+    """
+    keep_row = ~np.isin(old.doc, drop_docs)  # (n_rows_old,)
+    remap = np.cumsum(keep_row, dtype=np.intp) - 1  # old row -> new row
+    n_keep = int(keep_row.sum())
+    keep_post = keep_row[old.rows]  # (n_postings_old,)
+    t = np.repeat(old.uterms, np.diff(old.ustart))[keep_post]
+    r = remap[old.rows[keep_post]]
+    v = old.vals[keep_post]
+    new_t = np.repeat(new.uterms, np.diff(new.ustart))
+    # New rows go after the kept ones, so within a term they follow the kept postings.
+    pos = np.searchsorted(t, new_t, side="right")
+    t = np.insert(t, pos, new_t)
+    r = np.insert(r, pos, new.rows + n_keep)
+    v = np.insert(v, pos, new.vals)
+    keep_idx = np.flatnonzero(keep_row).tolist()
+    table = dict(
+        ids=[old.ids[i] for i in keep_idx] + new.ids,
+        id_hi=np.concatenate([old.id_hi[keep_row], new.id_hi]),
+        id_lo=np.concatenate([old.id_lo[keep_row], new.id_lo]),
+        doc=np.concatenate([old.doc[keep_row], new.doc]),
+        page=np.concatenate([old.page[keep_row], new.page]),
+        chunk_ids=[old.chunk_ids[i] for i in keep_idx] + new.chunk_ids,
+    )
+    return _csc(old.kind, t, r, v, n_keep + new.n_rows, table)
+
+
+@dataclass(frozen=True)
+class LibView:
+    """Everything a search of one library reads, swapped as one reference."""
+
+    active: Any  # the active_versions dict object this view was checked against (identity)
+    sigs: dict[str, DocSig]  # doc_id -> manifest signature of the version indexed
+    basis: dict[str, float]  # BM25 field -> average length the weights were built with
+    docs: list[str]  # document code -> doc_id (codes of removed documents stay, unused)
+    doc_code: dict[str, int]
+    doc_payload: list[dict[str, Any] | None]  # code -> DOC_KEYS payload of the indexed version
+    fields: dict[str, FieldIndex]
+    masks: dict[Any, np.ndarray | None] = field(default_factory=dict, compare=False)
+
+    def nbytes(self) -> int:
+        return sum(f.nbytes() for f in self.fields.values())
+
+
+# -- predicates ---------------------------------------------------------------------------------
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_num(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _match_value(stored: Any, want: Any) -> bool:
+    """Qdrant's ``MatchValue``: a keyword matches an equal string, an integer an equal integer;
+    an array matches when one of its elements does."""
+    if isinstance(stored, list):
+        return any(_match_value(x, want) for x in stored)
+    if isinstance(want, str):
+        return isinstance(stored, str) and stored == want
+    return _is_int(stored) and stored == want
+
+
+def _match_range(stored: Any, op: str, v: Any) -> bool:
+    if isinstance(stored, list):
+        return any(_match_range(x, op, v) for x in stored)
+    if not _is_num(stored):
+        return False
+    x = float(stored)
+    if op == "gt":
+        return x > float(v)
+    if op == "gte":
+        return x >= float(v)
+    if op == "lt":
+        return x < float(v)
+    if op == "lte":
+        return x <= float(v)
+    lo, hi = v  # between
+    return float(lo) <= x <= float(hi)
+
+
+def _check_values(p: Predicate) -> None:
+    """Only values whose Qdrant match is known exactly: strings and integers (booleans go
+    through their keyword mirror), one type per list; numbers for ranges."""
+    values = p.value if isinstance(p.value, tuple) else (p.value,)
+    if p.op in ("gt", "gte", "lt", "lte", "between"):
+        if not all(_is_num(v) for v in values):
+            raise Unsupported(f"range on '{p.field}' with {p.value!r}")
+        return
+    fv = [filter_value(v) for v in values]
+    if not (all(isinstance(v, str) for v in fv) or all(_is_int(v) for v in fv)):
+        raise Unsupported(f"'{p.op}' on '{p.field}' with {p.value!r}")
+    if p.field == "page" and not all(_is_int(v) for v in values):  # the page column holds ints
+        raise Unsupported(f"'{p.op}' on 'page' with {p.value!r}")
+
+
+def _doc_matches(where: Where, p: Predicate, payload: dict[str, Any]) -> bool:
+    """One predicate on one document's payload, as Qdrant evaluates the compiled filter
+    (``ne``/``nin`` are ``must_not``: a document without the field passes them)."""
+    key = where.payload_key(p)
+    if "." in key:
+        top, sub = key.split(".", 1)
+        container = payload.get(top)
+        present = isinstance(container, dict) and sub in container
+        stored = container.get(sub) if present else None  # type: ignore[union-attr]
+    else:
+        present = key in payload
+        stored = payload.get(key)
+    v = filter_value(p.value)
+    if p.op in ("eq", "ne"):
+        hit = present and _match_value(stored, v)
+        return hit if p.op == "eq" else not hit
+    if p.op in ("in", "nin"):
+        hit = present and any(_match_value(stored, x) for x in v)  # type: ignore[union-attr]
+        return hit if p.op == "in" else not hit
+    return present and _match_range(stored, p.op, v)
+
+
+def _page_matches(p: Predicate, pages: np.ndarray) -> np.ndarray:
+    """A predicate on the built-in ``page`` field over the page column (int32 page numbers)."""
+    v = p.value
+    if p.op in ("eq", "ne"):
+        m = pages == v
+        return m if p.op == "eq" else ~m
+    if p.op in ("in", "nin"):
+        m = np.isin(pages, np.asarray(v, dtype=np.int64))
+        return m if p.op == "in" else ~m
+    x = pages.astype(np.float64)
+    if p.op == "gt":
+        return x > float(v)  # type: ignore[arg-type]
+    if p.op == "gte":
+        return x >= float(v)  # type: ignore[arg-type]
+    if p.op == "lt":
+        return x < float(v)  # type: ignore[arg-type]
+    if p.op == "lte":
+        return x <= float(v)  # type: ignore[arg-type]
+    lo, hi = v  # type: ignore[misc]
+    return (x >= float(lo)) & (x <= float(hi))
+
+
+def row_mask(view: LibView, fi: FieldIndex, where: Where) -> np.ndarray | None:
+    """``(n_rows,)`` float 1.0 for the rows of ``fi`` that pass ``where``, else 0.0 (``None``:
+    all pass). Cached per view and filter.
+
+    Raises :class:`Unsupported` for a filter the index cannot evaluate exactly.
+    """
+    if where.live is not True:
+        raise Unsupported("only live points are indexed")
+    if where.version is not None or where.not_version is not None:
+        raise Unsupported("only the current version of each document is indexed")
+    key = (fi.kind, where.doc_id, where.predicates)
+    try:
+        return view.masks[key]
+    except KeyError:
+        pass
+    doc_preds = [p for p in where.predicates if p.field != "page"]
+    page_preds = [p for p in where.predicates if p.field == "page"]
+    for p in where.predicates:
+        _check_values(p)
+    mask: np.ndarray | None = None
+    if doc_preds or where.doc_id is not None:
+        ok = np.zeros(len(view.docs), dtype=bool)  # (n_docs,)
+        for code, payload in enumerate(view.doc_payload):
+            if payload is None:
+                continue
+            if where.doc_id is not None and payload.get("doc_id") != where.doc_id:
+                continue
+            ok[code] = all(_doc_matches(where, p, payload) for p in doc_preds)
+        mask = ok[fi.doc]  # (n_rows,)
+    for p in page_preds:
+        m = _page_matches(p, fi.page)
+        mask = m if mask is None else mask & m
+    fmask = None if mask is None else mask.astype(np.float64)  # (n_rows,) 0/1: scores *= fmask
+    if len(view.masks) >= _MASK_CACHE:
+        view.masks.clear()
+    view.masks[key] = fmask
+    return fmask
+
+
+# -- scoring ------------------------------------------------------------------------------------
+
+
+def idf(n_points: int, df: np.ndarray) -> np.ndarray:
+    """Qdrant's IDF modifier: ``ln(1 + (N - df + 0.5) / (df + 0.5))`` over the points that have
+    the vector (``N``) and those containing the term (``df``)."""
+    return np.log((n_points - df + 0.5) / (df + 0.5) + 1.0)
+
+
+def score(fi: FieldIndex, query: SparseVector, fmask: np.ndarray | None) -> np.ndarray:
+    """``(n_rows,)`` float64 scores, ``sum_t q_t * idf_t * w(row, t)``; 0 for rows sharing no
+    term with ``query`` or outside ``fmask`` (a 0/1 float row mask; ``None``: every row)."""
+    d = np.zeros(fi.n_rows)  # (n_rows,)
+    if not query.indices or not fi.uterms.shape[0]:
+        return d
+    q = np.asarray(query.indices, dtype=np.uint32)  # (n_q,)
+    pos = np.searchsorted(fi.uterms, q)
+    np.minimum(pos, fi.uterms.shape[0] - 1, out=pos)
+    found = fi.uterms[pos] == q
+    pos = pos[found]
+    weights = np.asarray(query.values, dtype=np.float64)[found].tolist()
+    rs, ws = [], []
+    for a, b, j, c in zip(fi.ustart[pos].tolist(), fi.ustart[pos + 1].tolist(), fi.udense[pos].tolist(), weights):
+        if j >= 0:  # a frequent term: add its dense row
+            d += fi.dense[j] if c == 1.0 else fi.dense[j] * c
+        else:
+            rs.append(fi.rows[a:b])
+            ws.append(fi.ivals[a:b] if c == 1.0 else fi.ivals[a:b] * c)
+    if len(rs) == 1:
+        np.add.at(d, rs[0], ws[0])
+    elif rs:  # one scatter for every other term: a row in several terms adds up
+        np.add.at(d, np.concatenate(rs), np.concatenate(ws))
+    if fmask is not None:
+        d *= fmask
+    return d
+
+
+def top(fi: FieldIndex, d: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``limit`` rows of scores ``d`` that are > 0, best first, equal scores by point id.
+
+    Large fields: a sample of every ``step``-th row gives a score ``v`` such that, when at least
+    ``limit`` rows score ``>= v``, the best ``limit`` are among them (the ``limit``-th best
+    scores ``>= v``); only those are sorted. Small fields: the ``limit``-th best score itself.
+    """
+    n = d.shape[0]
+    cand: np.ndarray | None = None
+    step = n // (8 * limit)
+    if step >= 2:
+        sample = d[::step]  # (n / step,) a view
+        j = min(sample.shape[0], 2 * -(-limit // step) + 1)
+        v = np.partition(sample, sample.shape[0] - j)[sample.shape[0] - j]
+    elif n > limit:
+        v = np.partition(d, n - limit)[n - limit]  # the limit-th best score
+    else:
+        v = 0.0
+    if v > 0:
+        cand = np.flatnonzero(d >= v)
+        if cand.shape[0] < limit:
+            cand = None
+    if cand is None:
+        cand = np.flatnonzero(d)
+    s = d[cand]
+    if cand.shape[0] > 4 * limit:
+        part = np.argpartition(-s, limit - 1)[:limit]
+        sel = np.flatnonzero(s >= s[part].min())  # everything tied at the cut competes on id
+        cand, s = cand[sel], s[sel]
+    order = np.lexsort((fi.idrank[cand], -s))[:limit]
+    return cand[order], s[order]
+
+
+def _sorted_runs(tied: list[int], n: int, key: Any) -> list[int]:
+    """``range(n)`` with each run of equal scores ordered by ``key``; ``tied`` lists the ``i``
+    whose score equals the next one's (ascending)."""
+    idx = list(range(n))
+    k = 0
+    while k < len(tied):
+        start = end = tied[k]
+        while k + 1 < len(tied) and tied[k + 1] == end + 1:
+            k += 1
+            end = tied[k]
+        idx[start : end + 2] = sorted(idx[start : end + 2], key=key)
+        k += 1
+    return idx
+
+
+class RankedPage(NamedTuple):
+    """A page of the fused BM25 ranking (passage channel + page channel, RRF)."""
+
+    doc_id: str
+    page: int
+    chunk_point: str | None  # point id of the page's best passage (passage channel)
+    page_point: str | None  # point id of the page point (page channel)
+    bm25: float | None
+    bm25_page: float | None
+    fused: float
+
+
+# -- the index ----------------------------------------------------------------------------------
+
+
+class LexicalIndex:
+    """BM25 search over libraries in process memory; the store answers what it cannot.
+
+    ``search_sparse`` has the signature of :meth:`Store.search_sparse`; ``rank_pages`` fuses
+    both BM25 channels of one library as :class:`~ragspine.retrieval.search.Searcher` does;
+    ``payloads`` is :meth:`Store.retrieve` with a cache. The index holds the live points of
+    each document's active version: a search for staged points, for a given version, or with
+    a filter it cannot evaluate exactly goes to the store. (While a document is being replaced
+    the store briefly holds two live versions; the Searcher keeps only the active one, which is
+    all the index holds.)
+
+    Threads: searches run concurrently and never wait for an update. ``background`` runs
+    updates on a helper thread, one per library at a time (a server; the store answers
+    meanwhile); without it the search that finds the index stale updates it first (tests,
+    benchmarks, ``refresh``), other searches of that library waiting for it.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        libraries: Libraries,
+        bm25: BM25Params,
+        *,
+        max_postings: int = DEFAULT_MAX_POSTINGS,
+        payload_cache: int = DEFAULT_PAYLOAD_CACHE,
+        background: bool = True,
+    ) -> None:
+        if max_postings < 0 or payload_cache < 0:
+            raise ValueError(f"max_postings and payload_cache must be >= 0, got {max_postings}, {payload_cache}")
+        self.store = store
+        self.libraries = libraries
+        self.bm25 = bm25
+        self.max_postings = max_postings
+        self.payload_cache = payload_cache
+        self.background = background
+        self._views: dict[str, LibView] = {}
+        self._lock = threading.Lock()  # guards _views writes, _epoch, _jobs, _refused
+        self._epoch: dict[str, int] = {}  # bumped by invalidate/drop: a running update is discarded
+        self._jobs: dict[str, threading.Thread] = {}
+        self._update_locks: dict[str, threading.Lock] = {}
+        self._refused: dict[str, int] = {}  # library -> token count it was refused at
+        self._closed = False
+        self._payloads: OrderedDict[tuple[str, str], tuple[DocSig | None, dict[str, Any]]] = OrderedDict()
+        self._plock = threading.Lock()
+        self._rrf: dict[tuple[float, int], list[float]] = {}
+        #: Searches answered by the index / by the store (observability and tests; counted
+        #: without a lock, so approximate under concurrency).
+        self.served = 0
+        self.fallbacks = 0
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def search_sparse(
+        self,
+        name: str,
+        vector: str,
+        query: SparseVector,
+        where: Where,
+        limit: int,
+        *,
+        fields: Fields = None,
+    ) -> list[Hit]:
+        """:meth:`Store.search_sparse` over the index; the store answers when the index is
+        stale, being built, too large, or the filter cannot be evaluated here."""
+        keys = payload_fields(fields)
+        if not query.indices or limit < 1:
+            return []
+        try:
+            view = self.view(name)
+            if view is None:
+                raise Unsupported("index not ready")
+            fi = view.fields.get(vector)
+            if fi is None:
+                raise Unsupported(f"field {vector!r} is not indexed")
+            if where.kind is not None and where.kind != fi.kind:
+                return []  # the store has this vector on fi.kind points only
+            mask = row_mask(view, fi, where)
+        except Unsupported as e:
+            logger.debug("lexical index: store answers (%s)", e)
+            self.fallbacks += 1
+            return self.store.search_sparse(name, vector, query, where, limit, fields=fields)
+        self.served += 1
+        rows, scores = top(fi, score(fi, query, mask), limit)
+        if keys is None or not set(keys) <= INDEX_KEYS:  # keys the index does not hold
+            ids = [fi.ids[r] for r in rows.tolist()]
+            if keys is not None and any("." in k for k in keys):  # a payload path: the store's rules
+                got = {r.id: r.payload for r in self.store.retrieve(name, ids, fields=keys)}
+            else:
+                full = self.payloads(name, ids)
+                got = full if keys is None else {i: {k: p[k] for k in keys if k in p} for i, p in full.items()}
+            return [Hit(i, s, got[i]) for i, s in zip(ids, scores.tolist()) if i in got]
+        doc_keys = [k for k in keys if k in DOC_KEYS]
+        want_page, want_chunk, want_kind = "page" in keys, "chunk_id" in keys, "kind" in keys
+        ids, cids, docp = fi.ids, fi.chunk_ids, view.doc_payload
+        hits = []
+        for r, s, dcode, page in zip(rows.tolist(), scores.tolist(), fi.doc[rows].tolist(), fi.page[rows].tolist()):
+            base = docp[dcode] or {}
+            p = {k: base[k] for k in doc_keys if k in base}
+            if want_page:
+                p["page"] = page
+            if want_chunk and cids[r] is not None:
+                p["chunk_id"] = cids[r]
+            if want_kind:
+                p["kind"] = fi.kind
+            hits.append(Hit(ids[r], s, p))
+        return hits
+
+    def rank_pages(
+        self,
+        name: str,
+        query: SparseVector,
+        predicates: Sequence[Predicate],
+        limit: int,
+        *,
+        chunk_weight: float,
+        page_weight: float,
+        rrf_k: int,
+        depth: int,
+    ) -> list[RankedPage] | None:
+        """The BM25 page ranking of one library, as the Searcher builds it from two
+        ``search_sparse`` calls, in numpy; ``None`` when the index cannot answer (ask the store).
+
+        Passage channel: the best ``limit`` passages, ordered by ``(-score, chunk_id)``, each
+        page ranked at its best passage. Page channel: the best ``limit`` pages, ordered by
+        ``(-score, doc_id, page)``. A channel weighted 0 is not run. Fusion: RRF,
+        ``weight / (rrf_k + rank)`` summed per page; order ``(-fused, -bm25, doc_id, page)``;
+        the first ``depth`` pages are returned.
+        """
+        if not query.indices:
+            return []
+        try:
+            view = self.view(name)
+            if view is None:
+                raise Unsupported("index not ready")
+            chans = []
+            for fname, w in ((SPARSE_CHUNK, chunk_weight), (SPARSE_PAGE, page_weight)):
+                if w > 0:
+                    fi = view.fields[fname]
+                    where = Where(kind=fi.kind, live=True, predicates=tuple(predicates))
+                    chans.append((fi, w, row_mask(view, fi, where)))
+        except Unsupported as e:
+            logger.debug("lexical index: store answers (%s)", e)
+            self.fallbacks += 1
+            return None
+        self.served += 1
+        docs = view.docs
+        # Per channel: its pages in rank order, and where each page's (best) row is.
+        chunk: tuple[list[int], dict[int, int], list[int], list[float]] | None = None
+        pages: tuple[list[int], dict[int, int], list[int], list[float]] | None = None
+        fused: dict[int, float] = {}
+        for fi, w, mask in chans:
+            rows, scores = top(fi, score(fi, query, mask), limit)  # (-score, point id) order
+            tied = np.flatnonzero(scores[1:] == scores[:-1]).tolist()
+            rl, sl, keys = rows.tolist(), scores.tolist(), fi.pkey[rows].tolist()
+            if tied:  # equal scores: the Searcher's own tie-break, on the tied runs only
+                if fi.kind == KIND_CHUNK:
+                    cids = fi.chunk_ids
+                    idx = _sorted_runs(tied, len(rl), key=lambda i: cids[rl[i]] or "")
+                else:
+                    idx = _sorted_runs(tied, len(rl), key=lambda i: (docs[keys[i] >> PAGE_BITS], keys[i] & _PAGE_MASK))
+                rl, sl, keys = [rl[i] for i in idx], [sl[i] for i in idx], [keys[i] for i in idx]
+            if fi.kind == KIND_CHUNK:
+                order = list(dict.fromkeys(keys))  # pages in order of their best passage
+                at = {k: i for i, k in zip(range(len(keys) - 1, -1, -1), reversed(keys))}  # first wins
+            else:
+                order = keys  # one point per page
+                at = dict(zip(keys, range(len(keys))))
+            # RRF: w / (rrf_k + rank), rank from 1.
+            contrib = dict(zip(order, self._rrf_terms(w, rrf_k, len(order))))
+            if fused:  # a sum of two floats is exact, as math.fsum makes it in fusion.rrf
+                both = {k: fused[k] + c for k, c in contrib.items() if k in fused}
+                fused.update(contrib)
+                fused.update(both)
+            else:
+                fused = contrib
+            if fi.kind == KIND_CHUNK:
+                chunk = (order, at, rl, sl)
+            else:
+                pages = (order, at, rl, sl)
+        fc = chans[0][0] if chans and chans[0][0].kind == KIND_CHUNK else None
+        fp = chans[-1][0] if chans and chans[-1][0].kind == KIND_PAGE else None
+        cat = chunk[1] if chunk is not None else {}
+        csl = chunk[3] if chunk is not None else []
+        if len(fused) > depth:  # only pages that can make the first ``depth`` are sorted fully
+            cut = heapq.nlargest(depth, fused.values())[-1]
+            pool = [k for k, f in fused.items() if f >= cut]
+        else:
+            pool = list(fused)
+        pool.sort(key=lambda k: (-fused[k], -(csl[cat[k]] if k in cat else 0.0), docs[k >> PAGE_BITS],
+                                 k & _PAGE_MASK))
+        out: list[RankedPage] = []
+        for k in pool[:depth]:
+            c = p = None
+            if chunk is not None and k in chunk[1]:
+                i = chunk[1][k]
+                c = (fc.ids[chunk[2][i]], chunk[3][i])  # type: ignore[union-attr]
+            if pages is not None and k in pages[1]:
+                i = pages[1][k]
+                p = (fp.ids[pages[2][i]], pages[3][i])  # type: ignore[union-attr]
+            out.append(RankedPage(
+                docs[k >> PAGE_BITS], k & _PAGE_MASK,
+                c[0] if c else None, p[0] if p else None,
+                c[1] if c else None, p[1] if p else None,
+                fused[k],
+            ))
+        return out
+
+    def _rrf_terms(self, w: float, k: int, n: int) -> list[float]:
+        """``[w / (k + 1), ..., w / (k + n)]``, kept per ``(w, k)``."""
+        terms = self._rrf.get((w, k))
+        if terms is None or len(terms) < n:
+            terms = [w / (k + r) for r in range(1, max(n, 256) + 1)]
+            self._rrf[(w, k)] = terms
+        return terms[:n] if len(terms) != n else terms
+
+    def payloads(self, name: str, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Whole payloads of the points ``ids`` that exist (:meth:`Store.retrieve`), from an LRU
+        cache: a point's payload never changes once its version is live, and a cached one is
+        used only while its document's manifest entry is the one it was read under. Treat the
+        returned dicts as read-only (they are shallow copies; nested values are shared)."""
+        ids = list(ids)
+        view = self._views.get(name) if self.payload_cache else None
+        if view is not None and view.active is not self.libraries.active_versions(name):
+            view = None  # the manifest changed since: do not trust the cache for this call
+        out: dict[str, dict[str, Any]] = {}
+        missing: list[str] = []
+        if view is not None:
+            with self._plock:
+                for i in ids:
+                    hit = self._payloads.get((name, i))
+                    if hit is not None and hit[0] is not None and view.sigs.get(hit[1].get("doc_id", "")) == hit[0]:
+                        self._payloads.move_to_end((name, i))
+                        out[i] = dict(hit[1])
+                    else:
+                        missing.append(i)
+        else:
+            missing = ids
+        if missing:
+            recs = self.store.retrieve(name, missing)
+            for r in recs:
+                out[r.id] = dict(r.payload)
+            if view is not None:
+                with self._plock:
+                    for r in recs:
+                        p = r.payload
+                        sig = view.sigs.get(p.get("doc_id", ""))
+                        if sig is None or sig[0] != p.get("version") or is_restricted(p.get("sensitivity")):
+                            continue
+                        self._payloads[(name, r.id)] = (sig, p)
+                        self._payloads.move_to_end((name, r.id))
+                    while len(self._payloads) > self.payload_cache:
+                        self._payloads.popitem(last=False)
+        return out
+
+    def invalidate(self, name: str) -> None:
+        """Forget what is indexed for ``name``: the next search rebuilds it (or the store answers
+        while a helper thread does)."""
+        with self._lock:
+            self._epoch[name] = self._epoch.get(name, 0) + 1
+            self._views.pop(name, None)
+            self._refused.pop(name, None)
+        self._drop_payloads(name)
+
+    def drop(self, name: str) -> None:
+        """The library is gone: release its index and cached payloads."""
+        self.invalidate(name)
+
+    def close(self) -> None:
+        """Stop: wait for running updates (they stop at their next step) and release memory."""
+        with self._lock:
+            self._closed = True
+            jobs = list(self._jobs.values())
+        for j in jobs:
+            j.join()
+        with self._lock:
+            self._views.clear()
+        with self._plock:
+            self._payloads.clear()
+
+    def refresh(self, name: str) -> LibView | None:
+        """Bring the index of ``name`` up to date now, on this thread (warm-up, tests)."""
+        return self.view(name, wait=True)
+
+    def info(self, name: str) -> dict[str, Any]:
+        v = self._views.get(name)
+        if v is None:
+            return {"ready": False}
+        return {
+            "ready": True,
+            "documents": len(v.sigs),
+            "rows": {f: fi.n_rows for f, fi in v.fields.items()},
+            "postings": {f: fi.n_postings for f, fi in v.fields.items()},
+            "bytes": v.nbytes(),
+        }
+
+    # -- freshness ------------------------------------------------------------------------------
+
+    def view(self, name: str, *, wait: bool = False) -> LibView | None:
+        """The up-to-date view of ``name``, or ``None`` when the store must answer for now
+        (``wait``: update it on this thread first, as without ``background``)."""
+        active = self.libraries.active_versions(name)
+        basis, tokens = self._record(name)
+        v = self._views.get(name)
+        if v is not None and v.active is active and v.basis == basis:
+            return v
+        return self._update(name, active, basis, tokens, v, wait=wait or not self.background)
+
+    def _record(self, name: str) -> tuple[dict[str, float], int]:
+        """The BM25 basis per field and the token count (a bound of the postings) of ``name``."""
+        rec = self.libraries.get(name)
+        basis: dict[str, float] = {}
+        tokens = 0
+        for f in FIELD_KINDS:
+            st = rec.stats.get(f)
+            basis[f] = float(st.basis) if st is not None else 0.0
+            tokens += int(st.tokens) if st is not None else 0
+        return basis, tokens
+
+    def _update(
+        self, name: str, active: Any, basis: dict[str, float], tokens: int, old: LibView | None, *, wait: bool
+    ) -> LibView | None:
+        """A stale view: re-read the manifest signatures (one small scroll); if no document
+        changed, the view stands (``active`` changed for another reason: a staging entry, the
+        manifest cache's TTL); else patch or rebuild it, here (``wait``) or on a helper thread.
+        One update per library runs at a time."""
+        if self._closed:
+            return None
+        if tokens > self.max_postings:
+            with self._lock:
+                first = name not in self._refused
+                self._refused[name] = tokens
+                self._views.pop(name, None)  # grown past the bound: release what it held
+            if first:
+                logger.warning(
+                    "library %s has %d BM25 tokens, over the lexical index bound of %d postings "
+                    "(max_postings); the store answers its BM25 searches", name, tokens, self.max_postings,
+                )
+            return None
+        epoch = self._epoch.get(name, 0)
+        sigs = self._signatures(name)
+        if sigs and any(b <= 0 for b in basis.values()):
+            return None  # a library's first commit, its basis not recorded yet: transient
+        if old is not None and old.basis == basis and old.sigs == sigs:
+            return self._install(name, epoch, replace(old, active=active), old)
+        if wait:
+            with self._updating(name):
+                v = self._views.get(name)
+                active = self.libraries.active_versions(name)
+                basis, _ = self._record(name)
+                if v is not None and v.active is active and v.basis == basis:
+                    return v  # another thread brought it up to date meanwhile
+                return self._do_update(name, self._epoch.get(name, 0), active, basis, self._signatures(name))
+        with self._lock:
+            if name not in self._jobs and not self._closed:
+                job = threading.Thread(
+                    target=self._run_update, args=(name, epoch), name=f"ragspine-lexical-{name}", daemon=True
+                )
+                self._jobs[name] = job
+                job.start()
+        return None
+
+    def _updating(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._update_locks.setdefault(name, threading.Lock())
+
+    def _run_update(self, name: str, epoch: int) -> None:
+        try:
+            with self._updating(name):
+                active = self.libraries.active_versions(name)
+                basis, _ = self._record(name)
+                self._do_update(name, epoch, active, basis, self._signatures(name))
+        except Exception:
+            logger.exception("lexical index update of library %s failed; the store answers", name)
+        finally:
+            with self._lock:
+                self._jobs.pop(name, None)
+
+    def _do_update(
+        self, name: str, epoch: int, active: Any, basis: dict[str, float], sigs: dict[str, DocSig]
+    ) -> LibView | None:
+        """Patch the view of ``name`` (documents whose manifest entry changed) or rebuild it (a
+        new basis, or most documents changed), and install it."""
+        old = self._views.get(name)
+        if sigs and any(b <= 0 for b in basis.values()):
+            return None
+        view: LibView | None
+        built: tuple[LibView, list[Record]] | None
+        if old is not None and old.basis == basis:
+            changed = {d for d in sigs.keys() | old.sigs.keys() if sigs.get(d) != old.sigs.get(d)}
+            if not changed:
+                return self._install(name, epoch, replace(old, active=active), old)
+            if len(changed) <= _FULL_REBUILD_FRACTION * max(1, len(old.sigs)):
+                built = self._patch(name, old, active, sigs, changed, basis)
+            else:
+                built = self._build(name, active, sigs, basis)
+        else:
+            built = self._build(name, active, sigs, basis)
+        if built is None:
+            return None
+        view = self._install(name, epoch, built[0], old)
+        if view is not None:
+            self._prefill(name, view, built[1])
+        return view
+
+    def _install(self, name: str, epoch: int, view: LibView | None, old: LibView | None) -> LibView | None:
+        if view is None:
+            return None
+        with self._lock:
+            if self._closed or self._epoch.get(name, 0) != epoch:
+                return None  # invalidated or dropped meanwhile
+            self._views[name] = view
+        if old is not None and old.sigs is not view.sigs:
+            gone = {d for d in old.sigs if view.sigs.get(d) != old.sigs[d]}
+            if gone:
+                self._drop_payloads(name, gone)
+        return view
+
+    def _signatures(self, name: str) -> dict[str, DocSig]:
+        recs = self.store.scroll(name, Where(kind=KIND_DOC), fields=["doc_id", "active_version", "indexed_at"])
+        return {
+            r.payload["doc_id"]: (int(r.payload["active_version"]), r.payload.get("indexed_at"))
+            for r in recs
+            if r.payload.get("active_version")
+        }
+
+    def _points(self, name: str, where: Where) -> list[Record]:
+        """Points to index; whole payloads when the payload cache takes them (the text, the
+        bulk of them, is read anyway)."""
+        return self.store.scroll(name, where, fields=None if self.payload_cache else _SCAN_KEYS)
+
+    def _rows(
+        self,
+        recs: Iterable[Record],
+        sigs: dict[str, DocSig],
+        basis: dict[str, float],
+        doc_code: dict[str, int],
+        docs: list[str],
+        doc_payload: list[dict[str, Any] | None],
+        kept: list[Record],
+    ) -> dict[str, _Rows]:
+        """Rows of the current, non-RESTRICTED points among ``recs``, weighted as the pipeline
+        weights them; new documents get codes in ``doc_code``/``docs``/``doc_payload``; the
+        points indexed are appended to ``kept``."""
+        out = {f: _Rows() for f in FIELD_KINDS}
+        by_kind = {k: f for f, k in FIELD_KINDS.items()}
+        n = 0
+        for r in recs:
+            p = r.payload
+            f = by_kind.get(p.get("kind", ""))
+            doc_id = p.get("doc_id")
+            sig = sigs.get(doc_id) if isinstance(doc_id, str) else None
+            if f is None or sig is None or p.get("version") != sig[0] or p.get("state") != "live":
+                continue
+            if is_restricted(p.get("sensitivity")):
+                continue
+            toks = tokenize(p.get("text", ""))
+            if not toks:
+                continue  # no vector in the store either
+            n += 1
+            if n % 512 == 0 and self._closed:
+                raise Unsupported("closing")
+            vec = document_vector(toks, basis[f], self.bm25)
+            code = doc_code.get(doc_id)
+            if code is None:
+                code = doc_code[doc_id] = len(docs)
+                docs.append(doc_id)
+                doc_payload.append(None)
+            if doc_payload[code] is None:
+                doc_payload[code] = {k: p[k] for k in DOC_KEYS if k in p}
+            rows = out[f]
+            rows.ids.append(r.id)
+            rows.doc.append(code)
+            rows.page.append(int(p["page"]))
+            rows.chunk_ids.append(p.get("chunk_id"))
+            rows.terms.append(np.asarray(vec.indices, dtype=np.uint32))
+            rows.vals.append(np.asarray(vec.values, dtype=np.float32))
+            kept.append(r)
+        return out
+
+    def _build(
+        self, name: str, active: Any, sigs: dict[str, DocSig], basis: dict[str, float]
+    ) -> tuple[LibView, list[Record]] | None:
+        t0 = time.perf_counter()
+        docs: list[str] = []
+        doc_code: dict[str, int] = {}
+        doc_payload: list[dict[str, Any] | None] = []
+        recs: list[Record] = []
+        for kind in (KIND_PAGE, KIND_CHUNK):  # passages last: the most used payloads stay cached
+            recs.extend(self._points(name, Where(kind=kind, live=True)))
+        kept: list[Record] = []
+        try:
+            rows = self._rows(recs, sigs, basis, doc_code, docs, doc_payload, kept)
+            fields = {f: _field_from_rows(FIELD_KINDS[f], r) for f, r in rows.items()}
+        except Unsupported as e:
+            logger.info("lexical index of library %s not built: %s", name, e)
+            return None
+        view = LibView(active, dict(sigs), dict(basis), docs, doc_code, doc_payload, fields)
+        logger.info(
+            "lexical index of library %s built: %d documents, %s rows, %d postings, %.1f MB in %.2f s",
+            name, len(sigs), {f: fi.n_rows for f, fi in fields.items()},
+            sum(fi.n_postings for fi in fields.values()), view.nbytes() / 1e6, time.perf_counter() - t0,
+        )
+        return view, kept
+
+    def _patch(
+        self, name: str, old: LibView, active: Any, sigs: dict[str, DocSig], changed: set[str],
+        basis: dict[str, float],
+    ) -> tuple[LibView, list[Record]] | None:
+        docs = list(old.docs)
+        doc_code = dict(old.doc_code)
+        doc_payload = list(old.doc_payload)
+        drop = np.asarray([doc_code[d] for d in changed if d in doc_code], dtype=np.int32)
+        for d in changed:
+            if d in doc_code:
+                doc_payload[doc_code[d]] = None
+        recs: list[Record] = []
+        for d in sorted(changed):
+            if d in sigs:
+                recs.extend(self._points(name, Where(doc_id=d, version=sigs[d][0], live=True)))
+        kept: list[Record] = []
+        try:
+            rows = self._rows(recs, sigs, basis, doc_code, docs, doc_payload, kept)
+            fields = {
+                f: _patched(old.fields[f], drop, _field_from_rows(FIELD_KINDS[f], r)) for f, r in rows.items()
+            }
+        except Unsupported as e:
+            logger.info("lexical index of library %s not patched: %s", name, e)
+            return None
+        return LibView(active, dict(sigs), dict(basis), docs, doc_code, doc_payload, fields), kept
+
+    # -- payloads -------------------------------------------------------------------------------
+
+    def _prefill(self, name: str, view: LibView, recs: list[Record]) -> None:
+        """Cache the whole payloads read while indexing (when they were read whole)."""
+        if not self.payload_cache or not recs:  # without a cache, _points read only _SCAN_KEYS
+            return
+        with self._plock:
+            for r in recs:
+                p = r.payload
+                sig = view.sigs.get(p.get("doc_id", ""))
+                if sig is None or sig[0] != p.get("version"):
+                    continue
+                self._payloads[(name, r.id)] = (sig, p)
+                self._payloads.move_to_end((name, r.id))
+            while len(self._payloads) > self.payload_cache:
+                self._payloads.popitem(last=False)
+
+    def _drop_payloads(self, name: str, docs: set[str] | None = None) -> None:
+        with self._plock:
+            for key in [k for k, (_, p) in self._payloads.items()
+                        if k[0] == name and (docs is None or p.get("doc_id") in docs)]:
+                del self._payloads[key]
