@@ -212,27 +212,26 @@ def _read_page(doc: pymupdf.Document, index: int, max_side: float) -> PageConten
     )
 
 
-def render_page_png(doc: pymupdf.Document, number: int, dpi: int, max_px: int) -> bytes:
-    """PNG of 1-based page ``number`` at ``dpi``, scaled down so no side exceeds ``max_px``."""
+def _render(doc: pymupdf.Document, number: int, dpi: int, max_px: int) -> pymupdf.Pixmap:
+    """RGB pixmap of 1-based page ``number`` at ``dpi``, scaled down so no side exceeds ``max_px``."""
     page = doc.load_page(number - 1)
     zoom = dpi / 72.0
     longest = max(page.rect.width, page.rect.height) * zoom
     if longest > max_px:
         zoom *= max_px / longest
-    pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
-    return encode_png(pix)
+    return page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False, colorspace=pymupdf.csRGB)
+
+
+def render_page_png(doc: pymupdf.Document, number: int, dpi: int, max_px: int) -> bytes:
+    """PNG of 1-based page ``number`` at ``dpi``, scaled down so no side exceeds ``max_px``."""
+    return encode_png(_render(doc, number, dpi, max_px))
 
 
 def render_page_image(doc: pymupdf.Document, number: int, dpi: int, max_px: int) -> Any:
     """The page as an RGB ``PIL.Image`` for a page model (PIL comes with the ``gpu`` extra)."""
     from PIL import Image
 
-    page = doc.load_page(number - 1)
-    zoom = dpi / 72.0
-    longest = max(page.rect.width, page.rect.height) * zoom
-    if longest > max_px:
-        zoom *= max_px / longest
-    pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False, colorspace=pymupdf.csRGB)
+    pix = _render(doc, number, dpi, max_px)
     rows = np.frombuffer(pix.samples_mv, dtype=np.uint8).reshape(pix.height, pix.stride)
     return Image.fromarray(np.ascontiguousarray(rows[:, : pix.width * 3]).reshape(pix.height, pix.width, 3), "RGB")
 
