@@ -113,6 +113,11 @@ class Settings(BaseSettings):
     attn_implementation: str | None = None
     #: Pages encoded per model call during ingest (pages are rendered one batch ahead).
     page_batch_size: int = Field(default=8, ge=1, le=512)
+    #: Processes that render pages for the page model during ingest (MuPDF renders one page at
+    #: a time per process; one render process keeps ~30 pages/s of 96-dpi renders + thumbnails,
+    #: short of what a GPU encodes). 0 = auto: min(8, CPUs - 1) for a page model on a CUDA
+    #: device, else one helper thread of the ingesting process (a CPU encoder is the bottleneck).
+    render_workers: int = Field(default=0, ge=0, le=64)
     #: Resolution pages are rendered at for the page model (its processor resizes further).
     page_render_dpi: int = Field(default=96, ge=18, le=300)
     #: How the prefetch copy of a page multivector is pooled: ``rowcol`` (row and column means

@@ -159,6 +159,7 @@ class Engine:
         return self.searcher.search(req)
 
     def close(self) -> None:
+        self.indexer.close()
         self.graph.close()
         if self.lexical is not None:
             self.lexical.close()  # waits for a running index update: it reads the store

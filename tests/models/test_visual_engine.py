@@ -404,3 +404,26 @@ def test_precomputed_page_vectors_cover_exactly_the_kept_pages(colpali_dir: Path
             np.testing.assert_array_equal(got[pid], enc[n].vectors)
     finally:
         eng.close()
+
+
+def test_render_processes_give_the_same_pages_as_the_render_thread(colpali_dir: Path, tmp_path: Path) -> None:
+    data = pdfs.make_pdf([*PAGES, pdfs.Page([PAGES[0]], header="RESTRICTED"), "最后一页 收入 增长"])
+    out = {}
+    for workers in (1, 2):
+        d = tmp_path / f"w{workers}"
+        eng = Engine(_settings(d, page_model=str(colpali_dir), render_workers=workers, page_batch_size=2))
+        try:
+            eng.create_library("lib")
+            res = eng.ingest("lib", data, {"doc_id": "d"})
+            assert res.pages_dropped == [5] and res.pages_indexed == 5
+            ids = [point_id("d", res.version, n, "page") for n in (1, 2, 3, 4, 6)]
+            vecs = eng.store.retrieve_vectors("lib", ids, PAGE_FULL)
+            thumbs = [eng.thumbnail("lib", "d", n).read_bytes() for n in (1, 2, 3, 4, 6)]
+            out[workers] = ([vecs[i] for i in ids], thumbs)
+            if workers == 2:
+                assert eng.indexer._procs is not None  # noqa: SLF001 - the pool really ran
+        finally:
+            eng.close()
+    for a, b in zip(out[1][0], out[2][0]):
+        np.testing.assert_array_equal(a, b)
+    assert out[1][1] == out[2][1]

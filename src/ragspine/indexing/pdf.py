@@ -61,6 +61,8 @@ class ParsedPDF:
     doc: pymupdf.Document | None
     pages: list[PageContent]
     pdf_metadata: dict[str, str] = field(default_factory=dict)
+    #: What the PDF was opened from (bytes or a path): render worker processes open it again.
+    source: bytes | str | Path | None = None
 
     def close(self) -> None:
         if self.doc is not None:
@@ -145,7 +147,7 @@ def open_pdf(
         if not any(p.text.strip() or p.has_images or p.has_drawings for p in pages):
             raise EmptyPDFError(f"the PDF has {n} page(s) but no text and no images")
         meta = {k: v for k, v in (doc.metadata or {}).items() if isinstance(v, str) and v.strip()}
-        return ParsedPDF(doc=doc, pages=pages, pdf_metadata=meta)
+        return ParsedPDF(doc=doc, pages=pages, pdf_metadata=meta, source=source)
     except BaseException:
         doc.close()
         raise
@@ -231,9 +233,41 @@ def render_page_image(doc: pymupdf.Document, number: int, dpi: int, max_px: int)
     """The page as an RGB ``PIL.Image`` for a page model (PIL comes with the ``gpu`` extra)."""
     from PIL import Image
 
-    pix = _render(doc, number, dpi, max_px)
+    return Image.fromarray(_rgb_array(_render(doc, number, dpi, max_px)), "RGB")
+
+
+def _rgb_array(pix: pymupdf.Pixmap) -> np.ndarray:
+    """``(h, w, 3)`` uint8 copy of an RGB pixmap's samples. A copy, always: ``samples_mv`` does
+    not keep the pixmap alive, and a view (what ``ascontiguousarray`` returns when the rows have
+    no padding) read after the pixmap is freed shows whatever reused that memory."""
     rows = np.frombuffer(pix.samples_mv, dtype=np.uint8).reshape(pix.height, pix.stride)
-    return Image.fromarray(np.ascontiguousarray(rows[:, : pix.width * 3]).reshape(pix.height, pix.width, 3), "RGB")
+    return rows[:, : pix.width * 3].reshape(pix.height, pix.width, 3).copy()
+
+
+# -- render worker processes (MuPDF is not thread-safe; processes render pages in parallel) --
+
+_WORKER_DOCS: dict[str, pymupdf.Document] = {}
+
+
+def render_pages_worker(
+    key: str, source: bytes | str, numbers: list[int], thumb_dpi: int, thumb_max_px: int,
+    image_dpi: int, image_max_px: int,
+) -> list[tuple[bytes, np.ndarray]]:
+    """In a worker process: thumbnail PNG and model-image RGB array ``(h, w, 3)`` of each page.
+    The worker keeps the last documents it opened (by ``key``), so a document's batches reuse
+    one open. Runs only on pages the policy kept: the caller passes their numbers."""
+    doc = _WORKER_DOCS.get(key)
+    if doc is None:
+        while len(_WORKER_DOCS) >= 2:
+            _WORKER_DOCS.pop(next(iter(_WORKER_DOCS))).close()
+        doc = (pymupdf.open(source, filetype="pdf") if isinstance(source, str)
+               else pymupdf.open(stream=source, filetype="pdf"))
+        _WORKER_DOCS[key] = doc
+    out = []
+    for n in numbers:
+        png = encode_png(_render(doc, n, thumb_dpi, thumb_max_px))
+        out.append((png, _rgb_array(_render(doc, n, image_dpi, image_max_px))))
+    return out
 
 
 #: zlib level of thumbnails. MuPDF's own PNG writer compresses harder: on MMLongBench pages

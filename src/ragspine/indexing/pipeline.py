@@ -14,14 +14,20 @@ Order matters and is the point of this module:
 from __future__ import annotations
 
 import bisect
-from concurrent.futures import ThreadPoolExecutor
 import hashlib
 import json
 import logging
+import multiprocessing
+import os
 import re
 import shutil
+import tempfile
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -41,7 +47,15 @@ from ragspine.indexing.library import (
     check_doc_id,
     point_id,
 )
-from ragspine.indexing.pdf import PageContent, ParsedPDF, TextBlock, open_pdf, render_page_image, render_page_png
+from ragspine.indexing.pdf import (
+    PageContent,
+    ParsedPDF,
+    TextBlock,
+    open_pdf,
+    render_page_image,
+    render_page_png,
+    render_pages_worker,
+)
 from ragspine.indexing.vectors import LibraryModels, library_models, pooled_vectors
 from ragspine.models.modelset import ModelSet
 from ragspine.indexing.policy import PagePolicy, is_restricted, normalize_sensitivity
@@ -258,6 +272,9 @@ class Indexer:
     ) -> None:
         self.settings = settings
         self.models = models if models is not None else ModelSet.none()
+        self._procs: ProcessPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+        self._procs_broken = False
         self.store = store
         self.libraries = libraries
         self.thumbs = thumbs
@@ -266,6 +283,33 @@ class Indexer:
         #: Called after each step of a replace with the step's name; tests inject failures here.
         self.step_hook: Callable[[str], None] | None = None
         self.listeners: list[IndexListener] = []
+
+    def _render_pool(self, encoder: Any) -> ProcessPoolExecutor | None:
+        """Processes that render pages for the page model, started on first use (spawned: the
+        ingesting process may hold CUDA state and threads that a fork would copy badly).
+
+        Auto (``render_workers=0``) uses them only for an encoder on a CUDA device: on a CPU
+        the encoder is far slower than one render thread, and spawned workers re-import the
+        caller's ``__main__`` (a script without ``if __name__ == "__main__"`` cannot use them).
+        A pool that breaks is dropped, and rendering goes back to the helper thread.
+        """
+        n = self.settings.render_workers
+        if n == 0:
+            on_cuda = getattr(getattr(encoder, "device", None), "type", None) == "cuda"
+            n = min(8, (os.cpu_count() or 1) - 1) if on_cuda else 0
+        if n < 2 or self._procs_broken:
+            return None
+        with self._pool_lock:
+            if self._procs is None:
+                self._procs = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
+            return self._procs
+
+    def close(self) -> None:
+        """Stop the render processes, if any were started."""
+        with self._pool_lock:
+            if self._procs is not None:
+                self._procs.shutdown(wait=True, cancel_futures=True)
+                self._procs = None
 
     def _notify(self, what: str, *args: Any) -> list[str]:
         failed = []
@@ -590,73 +634,131 @@ class Indexer:
                 out.append((png, img))
             return out
 
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-render") as pool:
-            pending = pool.submit(render, batches[0]) if batches else None
-            for bi, batch in enumerate(batches):
-                assert pending is not None
-                rendered = pending.result()
-                pending = pool.submit(render, batches[bi + 1]) if bi + 1 < len(batches) else None
-                page_vecs: list[dict[str, Any]] = [{} for _ in batch]
-                encoded = None
-                if want_image:
-                    encoded = models.page.encode_pages([img for _, img in rendered])
-                elif page_vectors is not None and models.page is not None:
-                    encoded = [page_vectors[page.number] for page, *_ in batch]
-                    for enc in encoded:
-                        if int(enc.dim) != int(models.page.dim):
-                            raise InvalidRequestError(
-                                f"page_vectors have dim {enc.dim}; the library's page field has {models.page.dim}"
-                            )
-                if encoded is not None:
-                    for pv, enc in zip(page_vecs, encoded):
-                        pv[PAGE_FULL] = enc.vectors.tolist()
-                        if models.pooling is not None:
-                            pv[PAGE_POOLED] = pooled_vectors(enc, models.pooling, models.pool_factor).tolist()
-                        pv["_grid"] = list(enc.grid) if enc.grid is not None else None
-                        pv["_image_mask"] = _mask_runs(enc.image_mask)
-                chunk_dense: list[Any] = []
-                if models.dense is not None:
-                    texts = [page.text[a:b] for page, chunks, _, _ in batch for a, b, _ in chunks]
-                    chunk_dense = list(models.dense.encode(texts, kind="document")) if texts else []
-                points: list[PointData] = []
-                ci = 0
-                for (page, chunks, ctoks, ptoks), (png, _), pv in zip(batch, rendered, page_vecs):
-                    chunk_refs = []
-                    for i, ((a, b, bbox), toks) in enumerate(zip(chunks, ctoks)):
-                        chunk_id = f"{doc_id}/p{page.number}/c{i}"
-                        chunk_refs.append({"chunk_id": chunk_id, "start": a, "end": b, "bbox": list(bbox)})
-                        payload = {
-                            **base, "kind": KIND_CHUNK, "state": "staged", "version": version,
-                            "page": page.number, "chunk_id": chunk_id, "start": a, "end": b,
-                            "bbox": list(bbox), "text": page.text[a:b],
+        procs = self._render_pool(models.page) if want_image and parsed.source is not None else None
+        ahead = 1
+        spool: str | None = None
+        if procs is not None:
+            ahead = 2 * procs._max_workers  # noqa: SLF001 - keep every render process busy
+            if isinstance(parsed.source, (bytes, bytearray)):
+                # Workers open a path, not bytes pickled into every task; the spool lives in the
+                # system temp dir (never the data dir) and goes when this document is written.
+                fd, spool = tempfile.mkstemp(prefix="ragspine-render-", suffix=".pdf")
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(parsed.source)
+            src = spool or str(parsed.source)
+            key = f"{library}/{doc_id}/{version}"
+
+        def submit(batch: list[Any]) -> Any:
+            if procs is None:
+                return pool.submit(render, batch)
+            return procs.submit(render_pages_worker, key, src, [pg.number for pg, *_ in batch],
+                                s.thumbnail_dpi, s.thumbnail_max_px, s.page_render_dpi, _MODEL_IMAGE_MAX_PX)
+
+        def collect(fut: Any, batch: list[Any]) -> list[tuple[bytes | None, Any]]:
+            if procs is None:
+                return fut.result()
+            from PIL import Image
+
+            try:
+                got = fut.result()
+            except BrokenProcessPool:
+                if not self._procs_broken:
+                    logger.warning("render processes failed (a script without "
+                                   "'if __name__ == \"__main__\"'?); rendering on one thread")
+                    self._procs_broken = True
+                return render(batch)
+            return [(png, Image.fromarray(arr, "RGB")) for png, arr in got]
+
+        def write(points: list[PointData]) -> None:
+            for i in range(0, len(points), _UPSERT_BATCH):
+                self.store.upsert(library, points[i : i + _UPSERT_BATCH])
+
+        # Three stages overlap: rendering (helper thread) | encoding (this thread; torch releases
+        # the GIL on the device) | writing (writer thread). At most one batch waits to be
+        # written, and every write has finished before this returns or raises: an abort must
+        # never race a late write of the version it deletes.
+        writing: Future[None] | None = None
+        pending: deque[Any] = deque()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-render") as pool, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-write") as writer:
+            try:
+                pending = deque(submit(b) for b in batches[:ahead])
+                for bi, batch in enumerate(batches):
+                    rendered = collect(pending.popleft(), batch)
+                    if bi + ahead < len(batches):
+                        pending.append(submit(batches[bi + ahead]))
+                    page_vecs: list[dict[str, Any]] = [{} for _ in batch]
+                    encoded = None
+                    if want_image:
+                        encoded = models.page.encode_pages([img for _, img in rendered])
+                    elif page_vectors is not None and models.page is not None:
+                        encoded = [page_vectors[page.number] for page, *_ in batch]
+                        for enc in encoded:
+                            if int(enc.dim) != int(models.page.dim):
+                                raise InvalidRequestError(
+                                    f"page_vectors have dim {enc.dim}; the library's page field has {models.page.dim}"
+                                )
+                    if encoded is not None:
+                        for pv, enc in zip(page_vecs, encoded):
+                            pv[PAGE_FULL] = enc.vectors
+                            if models.pooling is not None:
+                                pv[PAGE_POOLED] = pooled_vectors(enc, models.pooling, models.pool_factor)
+                            pv["_grid"] = list(enc.grid) if enc.grid is not None else None
+                            pv["_image_mask"] = _mask_runs(enc.image_mask)
+                    chunk_dense: list[Any] = []
+                    if models.dense is not None:
+                        texts = [page.text[a:b] for page, chunks, _, _ in batch for a, b, _ in chunks]
+                        chunk_dense = list(models.dense.encode(texts, kind="document")) if texts else []
+                    points: list[PointData] = []
+                    ci = 0
+                    for (page, chunks, ctoks, ptoks), (png, _), pv in zip(batch, rendered, page_vecs):
+                        chunk_refs = []
+                        for i, ((a, b, bbox), toks) in enumerate(zip(chunks, ctoks)):
+                            chunk_id = f"{doc_id}/p{page.number}/c{i}"
+                            chunk_refs.append({"chunk_id": chunk_id, "start": a, "end": b, "bbox": list(bbox)})
+                            payload = {
+                                **base, "kind": KIND_CHUNK, "state": "staged", "version": version,
+                                "page": page.number, "chunk_id": chunk_id, "start": a, "end": b,
+                                "bbox": list(bbox), "text": page.text[a:b],
+                            }
+                            sparse = {SPARSE_CHUNK: document_vector(toks, avg_c, self.bm25)} if toks else {}
+                            dense = {DENSE_CHUNK: chunk_dense[ci]} if chunk_dense else {}
+                            ci += 1
+                            points.append(PointData(point_id(doc_id, version, page.number, i), payload, sparse, dense))
+                            passages.append({"chunk_id": chunk_id, "page": page.number, "text": payload["text"],
+                                             "bbox": payload["bbox"]})
+                            n_chunks += 1
+                        page_payload = {
+                            **base, "kind": KIND_PAGE, "state": "staged", "version": version, "page": page.number,
+                            "width": page.width, "height": page.height, "text": page.text, "chunks": chunk_refs,
                         }
-                        sparse = {SPARSE_CHUNK: document_vector(toks, avg_c, self.bm25)} if toks else {}
-                        dense = {DENSE_CHUNK: chunk_dense[ci].tolist()} if chunk_dense else {}
-                        ci += 1
-                        points.append(PointData(point_id(doc_id, version, page.number, i), payload, sparse, dense))
-                        passages.append({"chunk_id": chunk_id, "page": page.number, "text": payload["text"],
-                                         "bbox": payload["bbox"]})
-                        n_chunks += 1
-                    page_payload = {
-                        **base, "kind": KIND_PAGE, "state": "staged", "version": version, "page": page.number,
-                        "width": page.width, "height": page.height, "text": page.text, "chunks": chunk_refs,
-                    }
-                    if PAGE_FULL in pv:
-                        # Where the patch grid lies in the stored multivector (similarity maps).
-                        page_payload["grid"] = pv.pop("_grid")
-                        page_payload["image_tokens"] = pv.pop("_image_mask")
-                    sparse = {SPARSE_PAGE: document_vector(ptoks, avg_p, self.bm25)} if ptoks else {}
-                    points.append(PointData(point_id(doc_id, version, page.number, "page"), page_payload, sparse,
-                                            {k: v for k, v in pv.items() if not k.startswith("_")}))
-                    if png is not None:
-                        thumb = self.thumbs.path(library, doc_id, version, page.number)
-                        thumb.parent.mkdir(parents=True, exist_ok=True)
-                        thumb.write_bytes(png)
-                for i in range(0, len(points), _UPSERT_BATCH):
-                    self.store.upsert(library, points[i : i + _UPSERT_BATCH])
-                done += len(batch)
-                if progress is not None:
-                    progress(done, len(per_page))
+                        if PAGE_FULL in pv:
+                            # Where the patch grid lies in the stored multivector (similarity maps).
+                            page_payload["grid"] = pv.pop("_grid")
+                            page_payload["image_tokens"] = pv.pop("_image_mask")
+                        sparse = {SPARSE_PAGE: document_vector(ptoks, avg_p, self.bm25)} if ptoks else {}
+                        points.append(PointData(point_id(doc_id, version, page.number, "page"), page_payload, sparse,
+                                                {k: v for k, v in pv.items() if not k.startswith("_")}))
+                        if png is not None:
+                            thumb = self.thumbs.path(library, doc_id, version, page.number)
+                            thumb.parent.mkdir(parents=True, exist_ok=True)
+                            thumb.write_bytes(png)
+                    if writing is not None:
+                        writing.result()  # the previous batch is in (and its error, if any, raised)
+                    writing = writer.submit(write, points)
+                    done += len(batch)
+                    if progress is not None:
+                        progress(done, len(per_page))
+                if writing is not None:
+                    writing.result()
+            finally:
+                if writing is not None:
+                    wait([writing])
+                for fut in pending:  # an error left renders in flight: drop them
+                    fut.cancel()
+                wait(list(pending))
+                if spool is not None:
+                    os.unlink(spool)
         return chunk_stats, page_stats, n_chunks, passages
 
     @staticmethod

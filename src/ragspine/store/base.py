@@ -98,7 +98,9 @@ class PointData:
     id: str
     payload: dict[str, Any]
     sparse: dict[str, SparseVector] = field(default_factory=dict)
-    dense: dict[str, list[float] | list[list[float]]] = field(default_factory=dict)
+    #: Lists or float32 numpy arrays (1-D dense, 2-D multivector). Arrays are passed to Qdrant
+    #: Edge as they are: converting a 1,030 x 128 page to lists first cost ~9 ms a page.
+    dense: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

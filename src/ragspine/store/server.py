@@ -207,7 +207,8 @@ class ServerStore:
             vec: dict[str, Any] = {
                 n: models.SparseVector(indices=v.indices, values=v.values) for n, v in p.sparse.items()
             }
-            vec.update(p.dense)
+            # Arrays come straight from the encoders; qdrant-client's models want lists.
+            vec.update({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in p.dense.items()})
             structs.append(models.PointStruct(id=p.id, vector=vec, payload=p.payload))
         self.client.upsert(self._check(name), points=structs, wait=True)
 
