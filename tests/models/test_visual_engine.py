@@ -366,6 +366,15 @@ def test_similarity_map_explains_the_visual_score(colpali_dir: Path, data_dir: P
         assert client.get(f"{base}/3/similarity-map", params={"query": query}).status_code == 404  # RESTRICTED
         assert client.get(f"{base}/9/similarity-map", params={"query": query}).status_code == 404
         assert client.get(f"{base}/2/similarity-map", params={"query": " "}).status_code == 422
+        assert client.get(f"{base}/0/similarity-map", params={"query": query}).status_code == 404
+        assert client.get(f"{base}/-1/similarity-map", params={"query": query}).status_code == 404
+        assert client.get(f"{base}/2/similarity-map", params={"query": "x" * 5000}).status_code == 422
+        assert client.get(f"{base}/2/similarity-map", params={"query": query, "format": "svg"}).status_code == 422
+        assert client.get(f"{base}/2/similarity-map").status_code == 422  # no query
+        assert client.get("/v1/libraries/lib/documents/..%2Fx/pages/2/similarity-map",
+                          params={"query": query}).status_code in (404, 422)
+        assert client.get("/v1/libraries/nope/documents/q3/pages/2/similarity-map",
+                          params={"query": query}).status_code == 404
         ready = client.get("/readyz").json()["checks"]
         assert ready["page_model"].startswith("ok: ") and ready["dense_model"] == "off"
     finally:
@@ -427,3 +436,33 @@ def test_render_processes_give_the_same_pages_as_the_render_thread(colpali_dir: 
     for a, b in zip(out[1][0], out[2][0]):
         np.testing.assert_array_equal(a, b)
     assert out[1][1] == out[2][1]
+
+
+def test_vector_mode_encodes_the_dense_query_only_when_it_falls_back(
+    tiny_model_dir: Callable[[str], Path], data_dir: Path, pdf_bytes: bytes
+) -> None:
+    class Counting:
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.calls = inner, 0
+            self.model_id, self.revision, self.dim = inner.model_id, inner.revision, inner.dim
+
+        def encode(self, texts: Sequence[str], kind: str = "query") -> np.ndarray:
+            if kind == "query":
+                self.calls += 1
+            return self.inner.encode(texts, kind=kind)
+
+    spy = Spy(load_page_encoder(str(tiny_model_dir("colpali")), device="cpu"))
+    dense = Counting(load_dense_encoder(str(tiny_model_dir("dense")), device="cpu"))
+    eng = Engine(_settings(data_dir), models=ModelSet(page=spy, dense=dense))
+    try:
+        eng.create_library("lib")
+        eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
+        out = eng.search({"query": "sales by region", "libraries": ["lib"], "mode": "vector"})
+        assert out.mode == "vector" and dense.calls == 0
+        assert all(h.scores["dense"] is None for h in out.hits)
+        spy.fail_queries = True
+        out = eng.search({"query": "sales by region", "libraries": ["lib"], "mode": "vector"})
+        assert out.mode == "economy" and out.degraded and dense.calls == 1
+        assert any(h.scores["dense"] is not None for h in out.hits)
+    finally:
+        eng.close()

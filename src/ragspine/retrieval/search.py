@@ -298,7 +298,14 @@ class Searcher:
                 plan.degraded.append(f"visual_unavailable: query encoding failed ({describe(e)}); "
                                      "answered from the CPU path")
             timings["encode_visual"] = round((time.perf_counter() - t) * 1000, 3)
-        if plan.dense:
+        out.update(self._encode_dense(req, plan, timings))
+        return out
+
+    def _encode_dense(self, req: SearchRequest, plan: _Plan, timings: dict[str, float]) -> dict[str, Any]:
+        """The dense query vector, when the plan's lexical side uses it (not in ``vector`` mode:
+        a fallback to the CPU path encodes it then)."""
+        out: dict[str, Any] = {}
+        if plan.dense and plan.mode != "vector":
             t = time.perf_counter()
             try:
                 out["dense"] = np.asarray(self.models.dense.encode([req.query], kind="query")[0], dtype=np.float32)
@@ -470,6 +477,7 @@ class Searcher:
         if not any(r.startswith("visual_unavailable") for r in plan.degraded):
             return []
         plan.mode = "economy"
+        queries = {**queries, **self._encode_dense(req, plan, timings)}
         return self._search(req, preds, plan, queries, timings)
 
     def _hits(self, req: SearchRequest, keys: list[PageKey], cands: dict[PageKey, _Cand],
