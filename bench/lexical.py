@@ -21,7 +21,7 @@
    and the store read it saves are printed on their own line.
    ``--profile-search`` profiles the in-memory path and prints where the time goes.
 3. Baseline in the same run: bm25s (k1=1.5, b=0.75, Lucene IDF) indexed on the SAME tokens
-   (``ragspine.retrieval.tokenizer.tokenize`` on the very page texts stored by step 1),
+   (``ragspine.scoring.tokenizer.tokenize`` on the very page texts stored by step 1),
    queried one at a time, top 10; and the ratio ragspine / bm25s.
 
 Goals stated in the issue: ingest >= 25 pages/s on a 2-core machine; query latency within 2x
@@ -137,9 +137,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from ragspine.config import Settings
     from ragspine.engine import Engine
-    from ragspine.indexing.library import LIBRARY_POINT
+    from ragspine.catalog import LIBRARY_POINT
     from ragspine.retrieval.search import Searcher
-    from ragspine.retrieval.tokenizer import tokenize
+    from ragspine.scoring.tokenizer import tokenize
     from ragspine.store.base import KIND_CHUNK, KIND_PAGE, Where
 
     tmp = None

@@ -31,7 +31,7 @@ the pooled multivectors) then exact MaxSim on the full multivectors; latency p50
 one at a time, the exhaustive and two-stage searches of a query back to back), speed-up of the
 p50s, recall@10 of the two-stage top 10 against the exhaustive top 10, and bytes per page for
 full / pooled / int8 / binary storage. With ``--check-numpy`` the exhaustive results at the
-first size are checked against :func:`ragspine.retrieval.multivector.maxsim_many`.
+first size are checked against :func:`ragspine.scoring.multivector.maxsim_many`.
 
 The pooled field is scanned without an HNSW graph unless ``--pooled-hnsw``: Edge 0.9 builds
 HNSW on multivectors slowly (each edge costs a 70x70 MaxSim; 500 pages x 70 vectors took 87 s
@@ -353,7 +353,7 @@ class Pooling:
     describe: str
 
     def pool(self, page: np.ndarray) -> np.ndarray:
-        from ragspine.retrieval.multivector import pool_hierarchical, pool_rows_cols
+        from ragspine.scoring.multivector import pool_hierarchical, pool_rows_cols
 
         if self.name == "rowcol":
             return pool_rows_cols(page, IMAGE_MASK, (GRID, GRID))  # (70, DIM)
@@ -393,7 +393,7 @@ def _pct(xs: list[float], p: float) -> float:
 
 
 def run(args: argparse.Namespace) -> list[dict]:
-    from ragspine.retrieval.multivector import maxsim_many
+    from ragspine.scoring.multivector import maxsim_many
     from ragspine.store.base import CollectionSpec, DenseField, PointData, Where
     from ragspine.store.edge import EdgeStore
 
@@ -543,7 +543,7 @@ def _uuid(i: str) -> str:
 
 def print_bytes(poolings: list[Pooling]) -> None:
     """Vector bytes per page (vector data only; Qdrant adds offsets and ids, see disk figure)."""
-    from ragspine.retrieval.multivector import quantize_binary, quantize_int8
+    from ragspine.scoring.multivector import quantize_binary, quantize_int8
 
     n = GRID * GRID + N_TEXT_TOKENS
     page = np.random.default_rng(0).normal(size=(n, DIM)).astype(np.float32)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragspine.retrieval.bm25 import SparseVector
+from ragspine.scoring.bm25 import SparseVector
 from ragspine.store.base import KIND_CHUNK, SPARSE_CHUNK, CollectionSpec, Hit, PointData, Store, Where
 
 SELECTED = ["doc_id", "page", "version"]

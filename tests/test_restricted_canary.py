@@ -25,7 +25,7 @@ from pdfs import Page
 from ragspine.config import Settings
 from ragspine.engine import Engine
 from ragspine.errors import DocumentNotFoundError, NotFoundError
-from ragspine.retrieval.tokenizer import token_id, tokenize
+from ragspine.scoring.tokenizer import token_id, tokenize
 from ragspine.store import Store
 from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, Where
 from ragspine.store.edge import EdgeStore

@@ -154,7 +154,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     from ragspine.engine import Engine
     from ragspine.errors import RagspineError
-    from ragspine.retrieval.predicates import parse_predicate_text
+    from ragspine.store.predicates import parse_predicate_text
     from ragspine.retrieval.search import SearchRequest
 
     try:

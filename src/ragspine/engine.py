@@ -13,13 +13,13 @@ from typing import Any
 from ragspine.config import Settings
 from ragspine.errors import DocumentNotFoundError, InvalidRequestError, NotFoundError, ServiceUnavailableError
 from ragspine.graph import GraphService
-from ragspine.indexing.library import PAGE_FULL, Libraries, LibraryRecord, check_doc_id, check_library_name, point_id
-from ragspine.indexing.policy import is_restricted
-from ragspine.indexing.vectors import library_fields, library_models
+from ragspine.catalog import PAGE_FULL, Libraries, LibraryRecord, check_doc_id, check_library_name, point_id
+from ragspine.policy import is_restricted
+from ragspine.catalog import library_fields, library_models
 from ragspine.retrieval.explain import SimilarityMap, image_token_index, similarity_map
 from ragspine.models.modelset import ModelSet
 from ragspine.indexing.pipeline import Indexer, IngestResult, Thumbnails
-from ragspine.retrieval.bm25 import BM25Params
+from ragspine.scoring.bm25 import BM25Params
 from ragspine.retrieval.lexical_index import LexicalIndex
 from ragspine.retrieval.search import Searcher, SearchRequest, SearchResponse
 from ragspine.store import Store, open_store

@@ -50,7 +50,7 @@ from pydantic import ValidationError
 from ragspine.config import Settings
 from ragspine.errors import DocumentError, InvalidRequestError, MissingExtraError
 from ragspine.retrieval.search import MODES, Searcher, SearchRequest
-from ragspine.retrieval.tokenizer import tokenize
+from ragspine.scoring.tokenizer import tokenize
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from ragspine.errors import (
     OversizeError,
     RagspineError,
 )
-from ragspine.indexing.library import AVGDL_DRIFT
+from ragspine.catalog import AVGDL_DRIFT
 from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, Where
 
 LIB = "reports"

@@ -24,11 +24,11 @@ from models_kit import PAGE_FAMILIES, needs_gpu_extra, np_maxsim
 from ragspine.config import Settings
 from ragspine.engine import Engine
 from ragspine.errors import ModelMismatchError, NotFoundError, ServiceUnavailableError
-from ragspine.indexing.library import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, point_id
+from ragspine.catalog import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, point_id
 from ragspine.indexing.pdf import render_page_image
 from ragspine.models import load_dense_encoder, load_page_encoder, load_reranker
 from ragspine.models.modelset import ModelSet
-from ragspine.retrieval.multivector import pool_rows_cols
+from ragspine.scoring.multivector import pool_rows_cols
 from ragspine.store.base import KIND_CHUNK, KIND_PAGE, Where
 
 pytestmark = needs_gpu_extra

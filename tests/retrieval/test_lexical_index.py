@@ -35,13 +35,13 @@ import pdfs
 from pdfs import Page
 from ragspine.config import Settings
 from ragspine.engine import Engine
-from ragspine.indexing.library import LIBRARY_POINT
+from ragspine.catalog import LIBRARY_POINT
 from ragspine.retrieval import lexical_index as lx
-from ragspine.retrieval.bm25 import SparseVector, query_vector
+from ragspine.scoring.bm25 import SparseVector, query_vector
 from ragspine.retrieval.lexical_index import LexicalIndex
-from ragspine.retrieval.predicates import Predicate, parse_predicate
+from ragspine.store.predicates import Predicate, parse_predicate
 from ragspine.retrieval.search import Searcher, SearchRequest
-from ragspine.retrieval.tokenizer import token_id, tokenize
+from ragspine.scoring.tokenizer import token_id, tokenize
 from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, Hit, Record, Where
 
 LIB = "lex"

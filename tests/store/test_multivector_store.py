@@ -2,7 +2,7 @@
 
 One behavioural suite for both backends (Qdrant Edge on disk, the server API over
 ``QdrantClient(":memory:")``). Expected rankings and scores are computed here with numpy
-(:mod:`ragspine.retrieval.multivector`) from the vectors the test wrote.
+(:mod:`ragspine.scoring.multivector`) from the vectors the test wrote.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ragspine.errors import LibraryNotFoundError
-from ragspine.retrieval.multivector import maxsim_many, pool_rows_cols
+from ragspine.scoring.multivector import maxsim_many, pool_rows_cols
 from ragspine.store import Store
 from ragspine.store.base import (
     DEFAULT_PREFETCH_LIMIT,

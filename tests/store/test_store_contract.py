@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from ragspine.errors import LibraryNotFoundError, StoreError
-from ragspine.retrieval.bm25 import SparseVector
-from ragspine.retrieval.predicates import parse_predicate
+from ragspine.scoring.bm25 import SparseVector
+from ragspine.store.predicates import parse_predicate
 from ragspine.store import Store
 from ragspine.store.base import (
     KIND_CHUNK,

@@ -48,9 +48,9 @@ from ragspine.graph._model import (
 )
 from ragspine.graph.errors import AmbiguousEntityError, UnknownEntityError
 from ragspine.graph.store import DIRECTIONS, GraphStore, open_graph_store
-from ragspine.indexing.library import Libraries
-from ragspine.indexing.policy import is_restricted
-from ragspine.retrieval.fusion import rrf
+from ragspine.catalog import Libraries
+from ragspine.policy import is_restricted
+from ragspine.scoring.fusion import rrf
 from ragspine.store.base import KIND_CHUNK, Store, Where
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ import numpy as np
 import pymupdf
 
 from ragspine.errors import CorruptPDFError, EmptyPDFError, EncryptedPDFError, NotAPDFError, OversizeError
-from ragspine.retrieval.tokenizer import is_cjk_char
+from ragspine.scoring.tokenizer import is_cjk_char
 
 logger = logging.getLogger(__name__)
 # MuPDF prints its errors and warnings (e.g. "could not parse color space") to stdout, which

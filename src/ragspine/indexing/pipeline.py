@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ragspine.config import Settings
 from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, OversizeError
 from ragspine.indexing.chunking import chunk_spans
-from ragspine.indexing.library import (
+from ragspine.catalog import (
     AVGDL_DRIFT,
     DENSE_CHUNK,
     PAGE_FULL,
@@ -56,12 +56,12 @@ from ragspine.indexing.pdf import (
     render_page_png,
     render_pages_worker,
 )
-from ragspine.indexing.vectors import LibraryModels, library_models, pooled_vectors
+from ragspine.catalog import LibraryModels, library_models, pooled_vectors
 from ragspine.models.modelset import ModelSet
-from ragspine.indexing.policy import PagePolicy, is_restricted, normalize_sensitivity
-from ragspine.retrieval.bm25 import BM25Params, document_vector
-from ragspine.retrieval.predicates import FIELD_NAME_RE, merge_field_types, value_type
-from ragspine.retrieval.tokenizer import tokenize
+from ragspine.policy import PagePolicy, is_restricted, normalize_sensitivity
+from ragspine.scoring.bm25 import BM25Params, document_vector
+from ragspine.store.predicates import FIELD_NAME_RE, merge_field_types, value_type
+from ragspine.scoring.tokenizer import tokenize
 from ragspine.store.base import bool_mirror, KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, PointData, Store, Where
 
 logger = logging.getLogger(__name__)

@@ -1,7 +1,11 @@
-"""Query side: tokenizer, BM25, predicates, RRF fusion, search with citations
-(:mod:`ragspine.retrieval.search`)."""
+"""The query side: validate a request, run its channels per library (BM25 over passages and
+pages, page-image MaxSim, dense passages), fuse them, rerank, filter what must never leave, and
+cite (:mod:`ragspine.retrieval.search`). Uses :mod:`ragspine.scoring` for the math,
+:mod:`ragspine.catalog` for what a library holds and :mod:`ragspine.store` for the points; never
+:mod:`ragspine.indexing`.
+"""
 
-from ragspine.retrieval.fusion import rrf
-from ragspine.retrieval.tokenizer import tokenize
+from ragspine.retrieval.lexical_index import LexicalIndex
+from ragspine.retrieval.search import MODES, ExpandSpec, Searcher, SearchHit, SearchRequest, SearchResponse
 
-__all__ = ["rrf", "tokenize"]
+__all__ = ["MODES", "ExpandSpec", "LexicalIndex", "SearchHit", "SearchRequest", "SearchResponse", "Searcher"]

@@ -4,7 +4,7 @@ Qdrant Edge answers a BM25 sparse query in 1.3-4.5 ms on these machines, most of
 cost inside the engine (``bench/lexical.py``, MMLongBench: 1,844 pages, 11k passages), where
 bm25s scores the pages in 0.1 ms. This index holds, per library and BM25 field
 (``bm25_chunk``, ``bm25_page``), exactly the term weights the store holds — recomputed with
-:func:`~ragspine.retrieval.bm25.document_vector` from the stored text and the library record's
+:func:`~ragspine.scoring.bm25.document_vector` from the stored text and the library record's
 ``basis`` for the field, as the pipeline computes them — and scores a query with numpy:
 
     score(d) = sum_t q_t * idf_t * w(d, t),   idf_t = ln(1 + (N - n_t + 0.5) / (n_t + 0.5))
@@ -16,7 +16,7 @@ the live, current ones, which is what Qdrant counts once a library is at rest (a
 ``Store.optimize``). Ties are broken by point id, like :func:`~ragspine.store.base.sort_hits`.
 
 Freshness. Every search compares the library's active versions
-(:meth:`~ragspine.indexing.library.Libraries.active_versions`, a cached dict replaced on every
+(:meth:`~ragspine.catalog.Libraries.active_versions`, a cached dict replaced on every
 manifest write) and the record's ``basis`` per field with the snapshot the index was built from.
 When the active versions changed, the manifest entries are read (``doc_id``, ``active_version``,
 ``indexed_at``: a document deleted and ingested again gets the same version number but a new
@@ -35,13 +35,12 @@ bound of its postings) exceeds it is searched by the store. The payload cache ho
 ``payload_cache`` whole payloads (see :meth:`LexicalIndex.payloads`). Measured on MMLongBench
 (676k postings, 12.4k points): 18.6 MB of arrays, 1.8-2.4 s to build from the store.
 
-RESTRICTED pages never reach the store (:mod:`ragspine.indexing.policy`); a point whose
+RESTRICTED pages never reach the store (:mod:`ragspine.policy`); a point whose
 sensitivity is RESTRICTED is still never indexed here, nor cached (invariant 1).
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
 import threading
 import time
@@ -53,10 +52,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ragspine.indexing.policy import is_restricted
-from ragspine.retrieval.bm25 import BM25Params, SparseVector, document_vector
-from ragspine.retrieval.predicates import Predicate
-from ragspine.retrieval.tokenizer import tokenize
+from ragspine.policy import is_restricted
+from ragspine.scoring.bm25 import BM25Params, SparseVector, document_vector
+from ragspine.scoring.fusion import rrf
+from ragspine.store.predicates import Predicate
+from ragspine.scoring.tokenizer import tokenize
 from ragspine.store.base import (
     KIND_CHUNK,
     KIND_DOC,
@@ -73,7 +73,7 @@ from ragspine.store.base import (
 )
 
 if TYPE_CHECKING:
-    from ragspine.indexing.library import Libraries
+    from ragspine.catalog import Libraries
 
 logger = logging.getLogger(__name__)
 
@@ -557,7 +557,6 @@ class LexicalIndex:
         self._closed = False
         self._payloads: OrderedDict[tuple[str, str], tuple[DocSig | None, dict[str, Any]]] = OrderedDict()
         self._plock = threading.Lock()
-        self._rrf: dict[tuple[float, int], list[float]] = {}
         #: Searches answered by the index / by the store (observability and tests; counted
         #: without a lock, so approximate under concurrency).
         self.served = 0
@@ -662,7 +661,11 @@ class LexicalIndex:
         # Per channel: its pages in rank order, and where each page's (best) row is.
         chunk: tuple[list[int], dict[int, int], list[int], list[float]] | None = None
         pages: tuple[list[int], dict[int, int], list[int], list[float]] | None = None
-        fused: dict[int, float] = {}
+        # Each channel's pages in rank order as (doc_id, page), fused by scoring.fusion.rrf: the
+        # same call, tie-break included, as the Searcher's store path makes.
+        rankings: list[list[tuple[str, int]]] = []
+        weights: list[float] = []
+        pkey: dict[tuple[str, int], int] = {}  # (doc_id, page) -> page key
         for fi, w, mask in chans:
             rows, scores = top(fi, score(fi, query, mask), limit)  # (-score, point id) order
             tied = np.flatnonzero(scores[1:] == scores[:-1]).tolist()
@@ -677,34 +680,25 @@ class LexicalIndex:
             if fi.kind == KIND_CHUNK:
                 order = list(dict.fromkeys(keys))  # pages in order of their best passage
                 at = {k: i for i, k in zip(range(len(keys) - 1, -1, -1), reversed(keys))}  # first wins
+                chunk = (order, at, rl, sl)
             else:
                 order = keys  # one point per page
                 at = dict(zip(keys, range(len(keys))))
-            # RRF: w / (rrf_k + rank), rank from 1.
-            contrib = dict(zip(order, self._rrf_terms(w, rrf_k, len(order))))
-            if fused:  # a sum of two floats is exact, as math.fsum makes it in fusion.rrf
-                both = {k: fused[k] + c for k, c in contrib.items() if k in fused}
-                fused.update(contrib)
-                fused.update(both)
-            else:
-                fused = contrib
-            if fi.kind == KIND_CHUNK:
-                chunk = (order, at, rl, sl)
-            else:
                 pages = (order, at, rl, sl)
+            ranking = [(docs[k >> PAGE_BITS], k & _PAGE_MASK) for k in order]
+            pkey.update(zip(ranking, order))
+            rankings.append(ranking)
+            weights.append(w)
         fc = chans[0][0] if chans and chans[0][0].kind == KIND_CHUNK else None
         fp = chans[-1][0] if chans and chans[-1][0].kind == KIND_PAGE else None
-        cat = chunk[1] if chunk is not None else {}
-        csl = chunk[3] if chunk is not None else []
-        if len(fused) > depth:  # only pages that can make the first ``depth`` are sorted fully
-            cut = heapq.nlargest(depth, fused.values())[-1]
-            pool = [k for k, f in fused.items() if f >= cut]
-        else:
-            pool = list(fused)
-        pool.sort(key=lambda k: (-fused[k], -(csl[cat[k]] if k in cat else 0.0), docs[k >> PAGE_BITS],
-                                 k & _PAGE_MASK))
+        tiebreak: dict[tuple[str, int], float | None] = {}
+        if chunk is not None:  # a page's best passage score (the fusion tie-break)
+            cat, csl = chunk[1], chunk[3]
+            tiebreak = {t: csl[cat[k]] for t, k in pkey.items() if k in cat}
+        fused = rrf(rankings, k=rrf_k, weights=weights, tiebreak=tiebreak)
         out: list[RankedPage] = []
-        for k in pool[:depth]:
+        for (doc_id, page), f in fused[:depth]:
+            k = pkey[(doc_id, page)]
             c = p = None
             if chunk is not None and k in chunk[1]:
                 i = chunk[1][k]
@@ -713,20 +707,12 @@ class LexicalIndex:
                 i = pages[1][k]
                 p = (fp.ids[pages[2][i]], pages[3][i])  # type: ignore[union-attr]
             out.append(RankedPage(
-                docs[k >> PAGE_BITS], k & _PAGE_MASK,
+                doc_id, page,
                 c[0] if c else None, p[0] if p else None,
                 c[1] if c else None, p[1] if p else None,
-                fused[k],
+                f,
             ))
         return out
-
-    def _rrf_terms(self, w: float, k: int, n: int) -> list[float]:
-        """``[w / (k + 1), ..., w / (k + n)]``, kept per ``(w, k)``."""
-        terms = self._rrf.get((w, k))
-        if terms is None or len(terms) < n:
-            terms = [w / (k + r) for r in range(1, max(n, 256) + 1)]
-            self._rrf[(w, k)] = terms
-        return terms[:n] if len(terms) != n else terms
 
     def payloads(self, name: str, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Whole payloads of the points ``ids`` that exist (:meth:`Store.retrieve`), from an LRU

@@ -21,15 +21,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragspine.config import Settings
 from ragspine.errors import InvalidRequestError
-from ragspine.indexing.library import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, Libraries
-from ragspine.indexing.policy import is_restricted
-from ragspine.indexing.vectors import library_models
+from ragspine.catalog import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, Libraries
+from ragspine.policy import is_restricted
+from ragspine.catalog import library_models
 from ragspine.models.modelset import ModelSet, describe
-from ragspine.retrieval.bm25 import query_vector
-from ragspine.retrieval.fusion import rrf
+from ragspine.scoring.bm25 import query_vector
+from ragspine.scoring.fusion import rrf
 from ragspine.retrieval.lexical_index import LexicalIndex
-from ragspine.retrieval.predicates import Predicate, check_types, merge_field_types, parse_filters
-from ragspine.retrieval.tokenizer import tokenize
+from ragspine.store.predicates import Predicate, check_types, merge_field_types, parse_filters
+from ragspine.scoring.tokenizer import tokenize
 from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, Hit, Store, Where
 
 logger = logging.getLogger(__name__)
@@ -183,6 +183,11 @@ class _Cand:
     chunk_sort: str = ""
     page_id: str | None = None  # point id of the page point
     scores: dict[str, float | None] = field(default_factory=dict)
+
+
+def _passage_bm25(cands: dict[PageKey, _Cand]) -> dict[PageKey, float | None]:
+    """The fusion tie-break score of each page: its best passage's BM25 score."""
+    return {key: c.scores.get("bm25") for key, c in cands.items()}
 
 
 @dataclass
@@ -403,12 +408,11 @@ class Searcher:
                     ranks.append(page_channel([h for h in hits if current(h)], "visual"))
                     visual_ran = True
                     weights.append(s.visual_weight if plan.mode != "vector" else 1.0)
-            fused = rrf(ranks, k=s.rrf_k, weights=weights) if ranks else []
+            # Equal fused scores (ranks 1+2 against 2+1) go to the page whose best passage has
+            # the higher BM25 score (the tie-break rule of scoring.fusion).
+            fused = rrf(ranks, k=s.rrf_k, weights=weights, tiebreak=_passage_bm25(cands)) if ranks else []
             for key, score in fused:
                 cands[key].scores["fused"] = score
-            # Equal fused scores (ranks 1+2 against 2+1) are broken by the passage's BM25
-            # score, then by id: the page whose best passage matches best comes first.
-            fused.sort(key=lambda kv: (-kv[1], -(cands[kv[0]].scores.get("bm25") or 0.0), kv[0]))
             per_lib.append([key for key, _ in fused])
         timings["channels"] = round((time.perf_counter() - t_store) * 1000, 3)
         if plan.mode == "hybrid" and plan.visual and not visual_ran and not plan.dense:

@@ -6,7 +6,7 @@ The pipeline, per document, keeps ragspine's order (RESTRICTED goes before anyth
    the engine, which drops it without opening it; a document already indexed unchanged (same
    bytes, metadata and settings) is skipped, so a restarted run picks up where it stopped.
 2. **parse, police, render** (Ray Data CPU tasks, ``flat_map``): PyMuPDF parses the PDF, the
-   engine's :class:`~ragspine.indexing.policy.PagePolicy` drops RESTRICTED pages, and only the
+   engine's :class:`~ragspine.policy.PagePolicy` drops RESTRICTED pages, and only the
    kept pages are rendered, exactly as the indexer renders them for the page model.
 3. **encode** (``map_batches`` on an actor pool, ``concurrency`` actors each holding the page
    model, ``RAGSPINE_RAY_MODEL_GPUS`` GPUs each): page images to multivectors. Ray Data streams,
@@ -79,7 +79,7 @@ def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[st
     there is none (all pages RESTRICTED, or the PDF cannot be parsed)."""
     from ragspine.indexing.pdf import open_pdf, render_page_image
     from ragspine.indexing.pipeline import _MODEL_IMAGE_MAX_PX, parse_metadata
-    from ragspine.indexing.policy import PagePolicy
+    from ragspine.policy import PagePolicy
     from ragspine.serving.ray_app import resolve_settings
 
     s = resolve_settings(overrides)
@@ -222,7 +222,7 @@ def bulk_ingest(
     from ragspine.engine import Engine
     from ragspine.errors import LibraryNotFoundError
     from ragspine.indexing.pipeline import _default_doc_id, parse_metadata
-    from ragspine.indexing.policy import is_restricted
+    from ragspine.policy import is_restricted
     from ragspine.serving.ray_app import settings_overrides
 
     t0 = time.perf_counter()

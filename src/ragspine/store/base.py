@@ -19,8 +19,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from ragspine.retrieval.bm25 import SparseVector
-from ragspine.retrieval.predicates import Predicate
+from ragspine.scoring.bm25 import SparseVector
+from ragspine.store.predicates import Predicate
 
 KIND_CHUNK = "chunk"
 KIND_PAGE = "page"

@@ -14,7 +14,7 @@ import numpy as np
 from qdrant_client import QdrantClient, models
 
 from ragspine.errors import LibraryNotFoundError, StoreError
-from ragspine.retrieval.bm25 import SparseVector
+from ragspine.scoring.bm25 import SparseVector
 from ragspine.store.base import (
     DEFAULT_PREFETCH_LIMIT,
     HNSW_EF_CONSTRUCT,

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from ragspine.retrieval import multivector as mv
-from ragspine.retrieval.multivector import (
+from ragspine.scoring import multivector as mv
+from ragspine.scoring.multivector import (
     INT8_MAX,
     binary_dot,
     binary_maxsim_many,

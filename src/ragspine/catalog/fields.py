@@ -16,10 +16,10 @@ import numpy as np
 
 from ragspine.config import Settings
 from ragspine.errors import ModelMismatchError, ServiceUnavailableError
-from ragspine.indexing.library import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, LibraryRecord
+from ragspine.catalog.libraries import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, LibraryRecord
 from ragspine.models.base import EncodedPage
 from ragspine.models.modelset import ModelSet
-from ragspine.retrieval.multivector import pool_hierarchical, pool_rows_cols
+from ragspine.scoring.multivector import pool_hierarchical, pool_rows_cols
 from ragspine.store.base import DenseField
 
 

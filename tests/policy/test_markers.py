@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ragspine.indexing.pdf import PageContent
-from ragspine.indexing.policy import (
+from ragspine.policy import (
     LABEL_MAX_CHARS,
     RESTRICTED,
     PagePolicy,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from ragspine.retrieval.bm25 import BM25Params, SparseVector, document_vector, query_vector
-from ragspine.retrieval.tokenizer import token_id, tokenize
+from ragspine.scoring.bm25 import BM25Params, SparseVector, document_vector, query_vector
+from ragspine.scoring.tokenizer import token_id, tokenize
 from ragspine.store.base import CollectionSpec, PointData, Where
 
 K1, B = 1.5, 0.75

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from ragspine.config import DEFAULT_RRF_K
-from ragspine.retrieval.fusion import rrf
+from ragspine.scoring.fusion import rrf
 
 
 def _ids(fused: list[tuple[str, float]]) -> list[str]:

@@ -12,12 +12,28 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-
-from ragspine.indexing.pdf import PageContent
+from typing import Protocol
 
 RESTRICTED = "RESTRICTED"
+
+#: A box in PDF points: (x0, y0, x1, y1), origin at the top left.
+BBox = tuple[float, float, float, float]
+
+
+class PageLines(Protocol):
+    """What the marker check reads of a page: its number, its height in PDF points and its
+    text lines with their boxes (from the text layer, or from OCR)."""
+
+    @property
+    def number(self) -> int: ...
+
+    @property
+    def height(self) -> float: ...
+
+    @property
+    def lines(self) -> Sequence[tuple[str, BBox]]: ...
 
 
 def normalize_sensitivity(value: object) -> str | None:
@@ -77,7 +93,7 @@ class PagePolicy:
             self, "_labelled", re.compile(rf"{_LABEL_WORDS}\s*[:：]?\s*(?:{labelled})", re.IGNORECASE)
         )
 
-    def marked(self, page: PageContent) -> bool:
+    def marked(self, page: PageLines) -> bool:
         """True when a text line touching the top or bottom band carries a marker: as
         configured (case-sensitive), in any case when the line is a short label, or after a
         classification label ("Classification: restricted") in a line of any length."""
@@ -102,7 +118,7 @@ class PagePolicy:
         return False
 
     def restricted_pages(
-        self, pages: Iterable[PageContent], overrides: Mapping[int, str] | None = None
+        self, pages: Iterable[PageLines], overrides: Mapping[int, str] | None = None
     ) -> list[int]:
         """Sorted 1-based numbers of the pages to drop."""
         over = {int(k): v for k, v in (overrides or {}).items()}

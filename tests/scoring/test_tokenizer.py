@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragspine.retrieval.tokenizer import (
+from ragspine.scoring.tokenizer import (
     TOKENIZER_VERSION,
     is_cjk_char,
     term_counts,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ragspine.errors import FilterError, RagspineError
-from ragspine.retrieval.predicates import (
+from ragspine.store.predicates import (
     BUILTIN_FIELDS,
     OPS,
     Predicate,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ragspine.retrieval.tokenizer import TOKENIZER_VERSION, token_id, tokenize
+from ragspine.scoring.tokenizer import TOKENIZER_VERSION, token_id, tokenize
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragspine.errors import ConflictError, InvalidRequestError, LibraryNotFoundError, ModelMismatchError
-from ragspine.retrieval.bm25 import BM25Params
+from ragspine.scoring.bm25 import BM25Params
 from ragspine.store.base import (
     KIND_DOC,
     KIND_LIBRARY,
