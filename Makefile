@@ -31,9 +31,10 @@ setup-dev: $(VENV)/.installed-dev
 run: setup
 	$(BIN)/ragspine demo --host $(HOST) --port $(PORT)
 
-## test: everything but GPU tests
+## test: the layer contracts, then everything but GPU tests (a missing extra stops the run)
 test: setup-dev
-	RAGSPINE_TEST_REQUIRE_GPU_EXTRA=1 $(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
+	$(BIN)/lint-imports --no-cache
+	RAGSPINE_TEST_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -m "not gpu" $(PYTEST_ARGS)
 
 bench: setup-dev
 	$(BIN)/python bench/lexical.py

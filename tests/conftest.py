@@ -31,6 +31,43 @@ if _TESTS not in sys.path:
 from ragspine.config import Settings  # noqa: E402
 from ragspine.engine import Engine  # noqa: E402
 
+#: Set by `make test` (and so CI): every optional package the suite exercises must import, or
+#: the run stops before the first test. Without it a broken extra would turn the model, Ray and
+#: architecture tests into quiet skips.
+REQUIRE_EXTRAS_ENV = "RAGSPINE_TEST_REQUIRE_EXTRAS"
+#: Import name -> the extra that brings it (``pip install -e '.[extra]'``).
+REQUIRED_IMPORTS = {
+    "torch": "gpu", "torchvision": "gpu", "transformers": "gpu", "colpali_engine": "gpu",
+    "sentence_transformers": "gpu", "ray.serve": "serve", "ray.data": "serve", "importlinter": "dev",
+}
+
+
+def unimportable(names: dict[str, str]) -> list[str]:
+    """``name (extra): error`` for each module that does not import. Imported for real: a
+    package can be present and still fail (torchvision built for another torch)."""
+    import importlib
+
+    bad = []
+    for name, extra in names.items():
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # ImportError, or whatever a broken package raises
+            bad.append(f"{name} ({extra}): {type(e).__name__}: {e}")
+    return bad
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # In the root conftest: pytest calls pytest_sessionstart only from conftest files it loads
+    # before the session starts, and a conftest in a test folder is not one of them.
+    if os.environ.get(REQUIRE_EXTRAS_ENV) != "1":
+        return
+    bad = unimportable(REQUIRED_IMPORTS)
+    if bad:
+        raise pytest.UsageError(
+            f"{REQUIRE_EXTRAS_ENV}=1 but these do not import: {'; '.join(bad)}. "
+            "Install the extras with `make setup-dev`; these tests must not be skipped"
+        )
+
 _SHM = Path("/dev/shm")
 _SHM_BASE = pytest.StashKey[str]()
 

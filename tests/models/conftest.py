@@ -4,8 +4,8 @@ through the registry by path.
 Every model is written with ``save_pretrained`` into a session temp folder by
 :mod:`ragspine.models.testing`; tests that change a folder copy it first. Model tests need the
 ``gpu`` extra (torch, transformers, colpali-engine, sentence-transformers). Without it they are
-skipped - unless ``RAGSPINE_TEST_REQUIRE_GPU_EXTRA=1``, which CI sets so that a broken install
-fails the run instead of skipping the tests.
+skipped - unless ``RAGSPINE_TEST_REQUIRE_EXTRAS=1`` (set by ``make test``), which makes the root
+conftest stop the run when any extra does not import.
 """
 
 from __future__ import annotations
@@ -28,15 +28,8 @@ _HERE = str(Path(__file__).resolve().parent)
 if _HERE not in sys.path:  # ``import models_kit`` whatever pytest's import mode
     sys.path.insert(0, _HERE)
 
-from models_kit import MISSING, PAGE_FAMILIES, REQUIRE_ENV
+from models_kit import PAGE_FAMILIES
 
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    if MISSING and os.environ.get(REQUIRE_ENV) == "1":
-        raise pytest.UsageError(
-            f"{REQUIRE_ENV}=1 but the gpu extra is not importable ({', '.join(MISSING)} "
-            "missing): install it with the Makefile's setup-dev, model tests must not be skipped"
-        )
 
 
 @pytest.fixture(scope="session")

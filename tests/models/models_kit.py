@@ -11,9 +11,8 @@ from ragspine.models._extras import (
     missing,
 )
 
-REQUIRE_ENV = "RAGSPINE_TEST_REQUIRE_GPU_EXTRA"
 MISSING = missing(tuple(dict.fromkeys(PAGE_MODEL_PACKAGES + SENTENCE_TRANSFORMERS_PACKAGES)))
-#: Module-level mark for test files that load models (see conftest.py for CI's guard).
+#: Module-level mark for test files that load models (tests/conftest.py stops `make test` instead).
 needs_gpu_extra = pytest.mark.skipif(
     bool(MISSING), reason=f"the gpu extra is not installed ({', '.join(MISSING)} missing)"
 )

@@ -412,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--delete", metavar="NAME")
     s.set_defaults(func=cmd_libraries)
 
-    from ragspine.graph._cli import add_graph_commands  # argparse only; the engine loads per command
+    from ragspine.cli.graph import add_graph_commands  # argparse only; the engine loads per command
 
     add_graph_commands(sub, _settings, _fail)
     return p
@@ -427,6 +427,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())
