@@ -14,7 +14,7 @@ from ragspine.config import Settings
 from ragspine.errors import DocumentNotFoundError, InvalidRequestError, NotFoundError, ServiceUnavailableError
 from ragspine.graph import GraphService
 from ragspine.catalog import PAGE_FULL, Libraries, LibraryRecord, check_doc_id, check_library_name, point_id
-from ragspine.policy import is_restricted
+from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.catalog import library_fields, library_models
 from ragspine.retrieval.explain import SimilarityMap, image_token_index, similarity_map
 from ragspine.models.modelset import ModelSet
@@ -110,9 +110,16 @@ class Engine:
         that never existed: same error, same message."""
         doc = self.document(library, doc_id)
         path = self.thumbnails.path(library, doc_id, doc["version"], page)
-        if page not in doc["page_numbers"] or not path.is_file():
+        if page not in doc["page_numbers"] or not path.is_file() or self._page_restricted(library, doc_id, doc, page):
             raise NotFoundError(f"no page {page} in document '{doc_id}' of library '{library}'")
         return path
+
+    def _page_restricted(self, library: str, doc_id: str, doc: dict[str, Any], page: int) -> bool:
+        """The thumbnail exit: the page point's own classification (a page without a stored
+        point is not served either)."""
+        pid = point_id(doc_id, doc["version"], page, "page")
+        recs = self.store.retrieve(library, [pid], fields=["sensitivity", CLASSIFICATION])
+        return not recs or point_restricted(recs[0].payload)
 
     def similarity_map(self, library: str, doc_id: str, page: int, query: str) -> SimilarityMap:
         """Where on a page the query's tokens match (the visual channel's MaxSim, explained).
@@ -137,9 +144,9 @@ class Engine:
         if lm.page is None:
             raise ServiceUnavailableError(f"no similarity map now: the page vectors need {lm.page_missing}")
         pid = point_id(doc_id, doc["version"], page, "page")
-        recs = self.store.retrieve(library, [pid], fields=["grid", "image_tokens", "sensitivity"])
+        recs = self.store.retrieve(library, [pid], fields=["grid", "image_tokens", "sensitivity", CLASSIFICATION])
         vecs = self.store.retrieve_vectors(library, [pid], PAGE_FULL)
-        if not recs or pid not in vecs or is_restricted(recs[0].payload.get("sensitivity")):
+        if not recs or pid not in vecs or point_restricted(recs[0].payload):
             raise NotFoundError(f"no page {page} in document '{doc_id}' of library '{library}'")
         grid = recs[0].payload.get("grid")
         if not grid:

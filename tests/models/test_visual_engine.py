@@ -30,6 +30,7 @@ from ragspine.models import load_dense_encoder, load_page_encoder, load_reranker
 from ragspine.models.modelset import ModelSet
 from ragspine.scoring.multivector import pool_rows_cols
 from ragspine.store.base import KIND_CHUNK, KIND_PAGE, Where
+from ragspine.store.predicates import parse_filters
 
 pytestmark = needs_gpu_extra
 
@@ -464,5 +465,32 @@ def test_vector_mode_encodes_the_dense_query_only_when_it_falls_back(
         out = eng.search({"query": "sales by region", "libraries": ["lib"], "mode": "vector"})
         assert out.mode == "economy" and out.degraded and dense.calls == 1
         assert any(h.scores["dense"] is not None for h in out.hits)
+    finally:
+        eng.close()
+
+
+def test_visual_exits_drop_a_page_planted_as_restricted(colpali_dir: Path, data_dir: Path, pdf_bytes: bytes) -> None:
+    # Indexing never stores a RESTRICTED page; plant one (the page's own classification set on
+    # the stored page point, its vectors kept) to see the vector-search and similarity-map exits
+    # fire on the point's page-level classification.
+    eng = Engine(_settings(data_dir, page_model=str(colpali_dir)))
+    try:
+        eng.create_library("lib")
+        res = eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
+        query = "quarterly sales by region"
+        before = eng.search({"query": query, "libraries": ["lib"], "mode": "vector", "top_k": 4})
+        assert sorted(h.page for h in before.hits) == [1, 2, 3, 4]
+        assert eng.similarity_map("lib", "q3", 2, query).score > -1e9
+        pred = parse_filters([{"field": "page", "op": "eq", "value": 2}])
+        eng.store.set_payload("lib", Where(doc_id="q3", version=res.version, predicates=tuple(pred)),
+                              {"classification": "restricted"})
+        after = eng.search({"query": query, "libraries": ["lib"], "mode": "vector", "top_k": 4})
+        assert sorted(h.page for h in after.hits) == [1, 3, 4]
+        hybrid = eng.search({"query": query, "libraries": ["lib"], "mode": "hybrid", "top_k": 10})
+        assert 2 not in {h.page for h in hybrid.hits}
+        with pytest.raises(NotFoundError, match="no page 2"):
+            eng.similarity_map("lib", "q3", 2, query)
+        with pytest.raises(NotFoundError, match="no page 2"):
+            eng.thumbnail("lib", "q3", 2)
     finally:
         eng.close()

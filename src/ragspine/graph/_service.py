@@ -49,7 +49,7 @@ from ragspine.graph._model import (
 from ragspine.graph.errors import AmbiguousEntityError, UnknownEntityError
 from ragspine.graph.store import DIRECTIONS, GraphStore, open_graph_store
 from ragspine.catalog import Libraries
-from ragspine.policy import is_restricted
+from ragspine.policy import is_restricted, point_restricted
 from ragspine.scoring.fusion import rrf
 from ragspine.store.base import KIND_CHUNK, Store, Where
 
@@ -185,7 +185,7 @@ class GraphService:
         recs = self.store.scroll(library, Where(kind=KIND_CHUNK, live=True, doc_id=doc_id, version=version))
         return [
             {"chunk_id": p["chunk_id"], "page": p["page"], "text": p.get("text", ""), "bbox": p.get("bbox", [])}
-            for p in (r.payload for r in recs) if not is_restricted(p.get("sensitivity"))
+            for p in (r.payload for r in recs) if not point_restricted(p)
         ]
 
     def _rederive_text(

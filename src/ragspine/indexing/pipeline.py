@@ -58,7 +58,7 @@ from ragspine.indexing.pdf import (
 )
 from ragspine.catalog import LibraryModels, library_models, pooled_vectors
 from ragspine.models.modelset import ModelSet
-from ragspine.policy import PagePolicy, is_restricted, normalize_sensitivity
+from ragspine.policy import CLASSIFICATION, PagePolicy, is_restricted, normalize_sensitivity
 from ragspine.scoring.bm25 import BM25Params, document_vector
 from ragspine.store.predicates import FIELD_NAME_RE, merge_field_types, value_type
 from ragspine.scoring.tokenizer import tokenize
@@ -512,6 +512,10 @@ class Indexer:
                 "metab": bool_mirror(fields),
                 "sensitivity": fields.get("sensitivity"),
             }
+            # Each point carries its page's own classification (the override, else the
+            # document's), which every query-time exit checks.
+            classes = {p.number: normalize_sensitivity(meta.page_sensitivity.get(p.number)) or base["sensitivity"]
+                       for p in kept}
 
             # Staging entry first: a crash from here on is cleaned up on the next open.
             self.libraries.put_doc_entry(
@@ -525,7 +529,7 @@ class Indexer:
             self._step("staged_entry")
             try:
                 chunk_stats, page_stats, n_chunks, passages = self._write_version(
-                    library, rec_stats=rec.stats, parsed=parsed, base=base, version=version,
+                    library, rec_stats=rec.stats, parsed=parsed, base=base, classes=classes, version=version,
                     total=total, progress=progress, models=models, page_vectors=page_vectors,
                 )
                 self._step("written")
@@ -582,6 +586,7 @@ class Indexer:
         rec_stats: dict[str, LengthStats],
         parsed: ParsedPDF,
         base: dict[str, Any],
+        classes: Mapping[int, str | None],
         version: int,
         total: int,
         progress: Progress | None,
@@ -718,7 +723,7 @@ class Indexer:
                             chunk_refs.append({"chunk_id": chunk_id, "start": a, "end": b, "bbox": list(bbox)})
                             payload = {
                                 **base, "kind": KIND_CHUNK, "state": "staged", "version": version,
-                                "page": page.number, "chunk_id": chunk_id, "start": a, "end": b,
+                                "page": page.number, CLASSIFICATION: classes[page.number], "chunk_id": chunk_id, "start": a, "end": b,
                                 "bbox": list(bbox), "text": page.text[a:b],
                             }
                             sparse = {SPARSE_CHUNK: document_vector(toks, avg_c, self.bm25)} if toks else {}
@@ -730,6 +735,7 @@ class Indexer:
                             n_chunks += 1
                         page_payload = {
                             **base, "kind": KIND_PAGE, "state": "staged", "version": version, "page": page.number,
+                            CLASSIFICATION: classes[page.number],
                             "width": page.width, "height": page.height, "text": page.text, "chunks": chunk_refs,
                         }
                         if PAGE_FULL in pv:

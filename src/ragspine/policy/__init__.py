@@ -5,12 +5,17 @@ own classification (defence in depth).
 """
 
 from ragspine.policy.markers import (
+    CLASSIFICATION,
     LABEL_MAX_CHARS,
     RESTRICTED,
     PageLines,
     PagePolicy,
     is_restricted,
     normalize_sensitivity,
+    point_restricted,
 )
 
-__all__ = ["LABEL_MAX_CHARS", "RESTRICTED", "PageLines", "PagePolicy", "is_restricted", "normalize_sensitivity"]
+__all__ = [
+    "CLASSIFICATION", "LABEL_MAX_CHARS", "RESTRICTED", "PageLines", "PagePolicy", "is_restricted",
+    "normalize_sensitivity", "point_restricted",
+]

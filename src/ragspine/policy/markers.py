@@ -50,6 +50,19 @@ def is_restricted(value: object) -> bool:
     return normalize_sensitivity(value) == RESTRICTED
 
 
+#: Payload key of a stored point's own classification: its page's sensitivity (a per-page
+#: override, else the document's). Every query-time exit reads it.
+CLASSIFICATION = "classification"
+
+
+def point_restricted(payload: Mapping[str, object]) -> bool:
+    """Whether a stored point (passage or page) must never leave: its own page-level
+    classification, or its document's sensitivity, is RESTRICTED. Indexing never writes such a
+    point; the exits check anyway, so a point that reached the store by any other way (a bug, an
+    older writer, a hand edit) still never reaches a response, a model, a cache or the graph."""
+    return is_restricted(payload.get(CLASSIFICATION)) or is_restricted(payload.get("sensitivity"))
+
+
 #: A band line at most this long is a label (e.g. "Classification: Restricted"), so a marker in
 #: it counts whatever its case; in a longer line only the marker as configured counts, so that
 #: prose such as "restricted stock units" in a running header is not a classification.

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ragspine.policy import is_restricted
+from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.scoring.bm25 import BM25Params, SparseVector, document_vector
 from ragspine.scoring.fusion import rrf
 from ragspine.store.predicates import Predicate
@@ -88,7 +88,7 @@ DEFAULT_PAYLOAD_CACHE = 16384
 #: Payload keys kept per document (they are the same on every point of a document version).
 DOC_KEYS = ("doc_id", "version", "title", "sensitivity", "meta", "metab", "state")
 #: Payload keys kept per point.
-ROW_KEYS = ("page", "chunk_id")
+ROW_KEYS = ("page", "chunk_id", CLASSIFICATION)
 #: Keys a search can return from the index itself; any other key is read from the store.
 INDEX_KEYS = frozenset(DOC_KEYS + ROW_KEYS + ("kind",))
 _SCAN_KEYS = [*DOC_KEYS, *ROW_KEYS, "kind", "text"]
@@ -133,6 +133,7 @@ class FieldIndex:
     doc: np.ndarray  # (n_rows,) int32 document code (see LibView.docs)
     page: np.ndarray  # (n_rows,) int32 1-based page number
     chunk_ids: list[str | None]  # (n_rows,) passage id (chunk rows) or None (page rows)
+    classes: list[str | None]  # (n_rows,) the point's own classification (never RESTRICTED here)
     pkey: np.ndarray  # (n_rows,) int64 page key: doc << PAGE_BITS | page (same in both fields)
 
     @property
@@ -166,6 +167,7 @@ class _Rows:
     doc: list[int] = field(default_factory=list)
     page: list[int] = field(default_factory=list)
     chunk_ids: list[str | None] = field(default_factory=list)
+    classes: list[str | None] = field(default_factory=list)
     terms: list[np.ndarray] = field(default_factory=list)
     vals: list[np.ndarray] = field(default_factory=list)
 
@@ -224,7 +226,7 @@ def _field_from_rows(kind: str, r: _Rows) -> FieldIndex:
     order = np.argsort(terms, kind="stable")  # rows ascend within a term: they were appended so
     hi, lo = _id_halves(r.ids)
     table = dict(ids=list(r.ids), id_hi=hi, id_lo=lo, doc=np.asarray(r.doc, dtype=np.int32),
-                 page=np.asarray(r.page, dtype=np.int32), chunk_ids=list(r.chunk_ids))
+                 page=np.asarray(r.page, dtype=np.int32), chunk_ids=list(r.chunk_ids), classes=list(r.classes))
     return _csc(kind, terms[order], rows[order], vals[order], n, table)
 
 
@@ -255,6 +257,7 @@ def _patched(old: FieldIndex, drop_docs: np.ndarray, new: FieldIndex) -> FieldIn
         doc=np.concatenate([old.doc[keep_row], new.doc]),
         page=np.concatenate([old.page[keep_row], new.page]),
         chunk_ids=[old.chunk_ids[i] for i in keep_idx] + new.chunk_ids,
+        classes=[old.classes[i] for i in keep_idx] + new.classes,
     )
     return _csc(old.kind, t, r, v, n_keep + new.n_rows, table)
 
@@ -605,7 +608,8 @@ class LexicalIndex:
             return [Hit(i, s, got[i]) for i, s in zip(ids, scores.tolist()) if i in got]
         doc_keys = [k for k in keys if k in DOC_KEYS]
         want_page, want_chunk, want_kind = "page" in keys, "chunk_id" in keys, "kind" in keys
-        ids, cids, docp = fi.ids, fi.chunk_ids, view.doc_payload
+        want_class = CLASSIFICATION in keys
+        ids, cids, classes, docp = fi.ids, fi.chunk_ids, fi.classes, view.doc_payload
         hits = []
         for r, s, dcode, page in zip(rows.tolist(), scores.tolist(), fi.doc[rows].tolist(), fi.page[rows].tolist()):
             base = docp[dcode] or {}
@@ -616,6 +620,8 @@ class LexicalIndex:
                 p["chunk_id"] = cids[r]
             if want_kind:
                 p["kind"] = fi.kind
+            if want_class and classes[r] is not None:
+                p[CLASSIFICATION] = classes[r]
             hits.append(Hit(ids[r], s, p))
         return hits
 
@@ -745,7 +751,7 @@ class LexicalIndex:
                     for r in recs:
                         p = r.payload
                         sig = view.sigs.get(p.get("doc_id", ""))
-                        if sig is None or sig[0] != p.get("version") or is_restricted(p.get("sensitivity")):
+                        if sig is None or sig[0] != p.get("version") or point_restricted(p):
                             continue
                         self._payloads[(name, r.id)] = (sig, p)
                         self._payloads.move_to_end((name, r.id))
@@ -952,7 +958,7 @@ class LexicalIndex:
             sig = sigs.get(doc_id) if isinstance(doc_id, str) else None
             if f is None or sig is None or p.get("version") != sig[0] or p.get("state") != "live":
                 continue
-            if is_restricted(p.get("sensitivity")):
+            if point_restricted(p):
                 continue
             toks = tokenize(p.get("text", ""))
             if not toks:
@@ -973,6 +979,7 @@ class LexicalIndex:
             rows.doc.append(code)
             rows.page.append(int(p["page"]))
             rows.chunk_ids.append(p.get("chunk_id"))
+            rows.classes.append(p.get(CLASSIFICATION))
             rows.terms.append(np.asarray(vec.indices, dtype=np.uint32))
             rows.vals.append(np.asarray(vec.values, dtype=np.float32))
             kept.append(r)

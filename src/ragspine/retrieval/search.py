@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ragspine.config import Settings
 from ragspine.errors import InvalidRequestError
 from ragspine.catalog import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, Libraries
-from ragspine.policy import is_restricted
+from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.catalog import library_models
 from ragspine.models.modelset import ModelSet, describe
 from ragspine.scoring.bm25 import query_vector
@@ -105,6 +105,11 @@ class SearchHit:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: With ``expand``: the graph paths that brought the hit in, every edge with its citations.
     via: list[dict[str, Any]] | None = None
+    #: The cited page's own classification (checked at every exit; not part of the JSON).
+    classification: str | None = None
+
+    def restricted(self) -> bool:
+        return point_restricted({CLASSIFICATION: self.classification, **self.metadata})
 
     def to_json(self) -> dict[str, Any]:
         if self.via is not None:
@@ -163,7 +168,8 @@ def best_passage(query_tokens: list[str], page_payload: dict[str, Any]) -> dict[
         score = sum(min(c, toks[t]) for t, c in wanted.items())
         if score > best_score:
             best, best_score = ref, score
-    base = {k: page_payload[k] for k in ("doc_id", "title", "meta", "version", "page", "sensitivity") if k in page_payload}
+    base = {k: page_payload[k] for k in ("doc_id", "title", "meta", "version", "page", "sensitivity", CLASSIFICATION)
+            if k in page_payload}
     if best is None:
         return {**base, "chunk_id": f"{page_payload['doc_id']}/p{page_payload['page']}", "text": text,
                 "bbox": [0.0, 0.0, page_payload.get("width", 0.0), page_payload.get("height", 0.0)]}
@@ -172,7 +178,7 @@ def best_passage(query_tokens: list[str], page_payload: dict[str, Any]) -> dict[
 
 #: Payload keys a channel needs to rank: which page a hit is, whether it is current, and
 #: (chunks) which passage. Page text is fetched only for the hits that are returned.
-_RANK_FIELDS = ("doc_id", "version", "page", "sensitivity", "chunk_id")
+_RANK_FIELDS = ("doc_id", "version", "page", "sensitivity", CLASSIFICATION, "chunk_id")
 
 
 @dataclass
@@ -350,7 +356,7 @@ class Searcher:
 
             def current(h: Hit) -> bool:
                 p = h.payload
-                return active.get(p.get("doc_id")) == p.get("version") and not is_restricted(p.get("sensitivity"))
+                return active.get(p.get("doc_id")) == p.get("version") and not point_restricted(p)
 
             def page_key(h: Hit) -> PageKey:
                 return (lib, h.payload["doc_id"], int(h.payload["page"]))
@@ -513,7 +519,7 @@ class Searcher:
                 if qtoks is None:
                     qtoks = tokenize(req.query)
                 p = best_passage(qtoks, p)
-            if is_restricted(p.get("sensitivity")):  # defence in depth: never leaves
+            if point_restricted(p):  # defence in depth: never leaves
                 continue
             out.append(
                 SearchHit(
@@ -534,6 +540,7 @@ class Searcher:
                     },
                     version=int(p["version"]),
                     metadata=dict(p.get("meta") or {}),
+                    classification=p.get(CLASSIFICATION),
                 )
             )
         timings["fetch"] = round((time.perf_counter() - t) * 1000, 3)
@@ -553,7 +560,7 @@ class Searcher:
             why = self.models.errors.get("reranker") or "no reranker configured (RAGSPINE_RERANKER=none)"
             plan.degraded.append(f"rerank_unavailable: {why}")
             return hits
-        head = [h for h in hits if not is_restricted(h.metadata.get("sensitivity"))]
+        head = [h for h in hits if not h.restricted()]
         if not head:
             return hits
         try:

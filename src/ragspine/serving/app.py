@@ -41,11 +41,11 @@ from ragspine.serving.auth import Auth, Principal
 from ragspine.serving.graph_routes import graph_router
 from ragspine.serving.jobs import Job, JobRunner
 from ragspine.serving.metrics import Metrics
+from ragspine.serving.openapi import PROBLEM, problem_openapi
 from ragspine.serving.web_routes import mount_web
 
 logger = logging.getLogger(__name__)
 
-PROBLEM = "application/problem+json"
 _UPLOAD_CHUNK = 1 << 20
 
 
@@ -146,7 +146,9 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         """The process is alive."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"])
+    @app.get("/readyz", tags=["health"], responses={503: {
+        "description": "Not ready: the checks say which part does not answer",
+        "content": {"application/json": {}}}})
     def readyz() -> JSONResponse:
         """The store answers and the configured models are loaded."""
         checks: dict[str, str] = {}
@@ -314,6 +316,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
     app.include_router(graph_router(eng, auth))  # /v1/libraries/{lib}/graph/...
     mount_web(app)  # the search page at / (a client of the routes above)
+    problem_openapi(app)  # error responses declared as application/problem+json
     return app
 
 

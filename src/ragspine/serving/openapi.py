@@ -1,0 +1,113 @@
+"""The OpenAPI document says what the API really answers on errors.
+
+Every error ragspine returns is ``application/problem+json`` (RFC 9457) with the body of
+:class:`Problem`, but FastAPI's generated schema declares ``application/json`` with its own
+validation-error body for 422 and nothing for the other errors, so a client generator or a
+schema fuzzer run against ``/openapi.json`` sees every error as undocumented. This module
+rewrites the generated document once, in one place, so routes need no per-route boilerplate:
+
+- every operation declares 422 (validation) and 500; operations under ``/v1`` also 401 and 403
+  (API keys), 404, 409 (model or settings mismatch) and 503 (a model or the store is down);
+  operations that take an upload also 413 and 415;
+- every 4xx/5xx response an operation declares is ``application/problem+json`` with the
+  ``Problem`` schema, except one a route declared with its own content (``/readyz`` answers 503
+  with its checks, not a problem).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel, Field
+
+PROBLEM = "application/problem+json"
+_REF = {"$ref": "#/components/schemas/Problem"}
+
+#: Status -> description, for the statuses declared by the rules above.
+_STATUS = {
+    401: "No valid API key (RAGSPINE_API_KEYS is set)",
+    403: "The API key does not cover this library",
+    404: "Unknown library, document, page, job or entity",
+    409: "The library was built with another model or BM25 settings; re-index it",
+    413: "Upload too large (bytes, pages or page size)",
+    415: "The upload is not a PDF",
+    422: "Invalid request: what was received and what is allowed",
+    500: "Unexpected error (logged on the server)",
+    503: "A model the request needs, or the store, is unavailable; nothing was changed",
+}
+
+
+class Problem(BaseModel):
+    """An error (RFC 9457): ``type`` names the kind (``/problems/<kind>``), ``detail`` says what
+    was received, what is allowed and how to fix it."""
+
+    type: str = Field(examples=["/problems/library-not-found"])
+    title: str = Field(examples=["Not found"])
+    status: int = Field(ge=400, le=599, examples=[404])
+    detail: str = Field(examples=["unknown library 'reports'"])
+
+
+def _statuses(path: str, op: dict[str, Any]) -> set[int]:
+    codes = {422, 500}
+    if path.startswith("/v1/"):
+        codes |= {401, 403, 404, 409, 503}
+    body = op.get("requestBody", {}).get("content", {})
+    if "multipart/form-data" in body:
+        codes |= {413, 415}
+    return codes
+
+
+def problem_openapi(app: FastAPI) -> None:
+    """Make ``app.openapi()`` declare every error response as ``application/problem+json``."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = get_openapi(title=app.title, version=app.version, description=app.description,
+                             routes=app.routes)
+        for path, item in schema.get("paths", {}).items():
+            for op in item.values():
+                responses = op.setdefault("responses", {})
+                for code in _statuses(path, op):
+                    responses.setdefault(str(code), {"description": _STATUS[code]})
+                for code, resp in responses.items():
+                    if code[:1] not in ("4", "5"):
+                        continue
+                    content = resp.get("content")
+                    if content and PROBLEM not in content and not _is_fastapi_validation(content):
+                        continue  # a route's own error body (readyz's checks)
+                    resp["content"] = {PROBLEM: {"schema": _REF}}
+                    if resp.get("description") in (None, "", "Validation Error"):
+                        resp["description"] = _STATUS.get(int(code), "Error")
+                op["responses"] = dict(sorted(responses.items()))
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components["Problem"] = Problem.model_json_schema()
+        for unused in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422 body, never sent
+            if not _referenced(schema, unused):
+                components.pop(unused, None)
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _is_fastapi_validation(content: dict[str, Any]) -> bool:
+    ref = content.get("application/json", {}).get("schema", {}).get("$ref", "")
+    return ref.endswith("/HTTPValidationError")
+
+
+def _referenced(schema: dict[str, Any], name: str) -> bool:
+    """Whether anything but the schema itself points at ``components.schemas[name]``."""
+    target = f"#/components/schemas/{name}"
+
+    def walk(node: Any) -> bool:
+        if isinstance(node, dict):
+            return any((k == "$ref" and v == target) or walk(v) for k, v in node.items())
+        if isinstance(node, list):
+            return any(walk(v) for v in node)
+        return False
+
+    comps = schema.get("components", {}).get("schemas", {})
+    return walk(schema.get("paths", {})) or walk({k: v for k, v in comps.items() if k != name})
