@@ -18,7 +18,7 @@ from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.catalog import library_fields, library_models
 from ragspine.retrieval.explain import SimilarityMap, image_token_index, similarity_map
 from ragspine.models.modelset import ModelSet
-from ragspine.indexing.pipeline import Indexer, IngestResult, Thumbnails
+from ragspine.indexing import DocumentMetadata, Indexer, IngestResult, Thumbnails
 from ragspine.scoring.bm25 import BM25Params
 from ragspine.retrieval.lexical_index import LexicalIndex
 from ragspine.retrieval.search import Searcher, SearchRequest, SearchResponse
@@ -81,13 +81,31 @@ class Engine:
             self.lexical.drop(name)
         self.thumbnails.remove_library(name)
         self._recovered.discard(name)
-        self.indexer._notify("library_deleted", name)
+        self.indexer.library_deleted(name)
 
     # -- documents ----------------------------------------------------------------------------
 
     def ingest(self, library: str, source: bytes | str | Path, metadata: Any = None, **kw: Any) -> IngestResult:
         self.library(library)
         return self.indexer.ingest(library, source, metadata, **kw)
+
+    def ingest_text(self, library: str, doc_id: str, text: str, metadata: Any = None, title: str | None = None,
+                    **kw: Any) -> IngestResult:
+        """Plain text as a one-page document, through the same policy, versioning and commit as
+        a PDF (evaluation on text corpora)."""
+        self.library(library)
+        return self.indexer.ingest_text(library, doc_id, text, metadata, title, **kw)
+
+    def is_unchanged(self, library: str, doc_id: str, pdf_sha256: str, metadata: DocumentMetadata) -> bool:
+        """Whether ingesting this PDF (by its SHA-256) with this metadata would change nothing."""
+        prev = self.libraries.doc_entry(library, doc_id)
+        return bool(prev and prev.get("active_version")
+                    and prev.get("content_key") == self.indexer.content_key(pdf_sha256, metadata))
+
+    def reweight(self, library: str) -> int:
+        """Rebuild every BM25 vector of a library with its current average lengths."""
+        self.library(library)
+        return self.indexer.reweight(library)
 
     def documents(self, library: str) -> list[dict[str, Any]]:
         self.library(library)
@@ -164,6 +182,12 @@ class Engine:
         if req.expand is not None:
             return self.graph.search(req, self.searcher)
         return self.searcher.search(req)
+
+    def searcher_for(self, settings: Settings) -> Searcher:
+        """A searcher over this engine's libraries with other query-time settings (channel
+        weights, RRF k, candidate limits): evaluation compares fusion variants on one index."""
+        return Searcher(settings.model_copy(update={"data_dir": self.settings.data_dir}), self.store,
+                        self.libraries, self.models, lexical=self.lexical)
 
     def close(self) -> None:
         self.indexer.close()

@@ -190,7 +190,7 @@ def _ingest_beir(
         if not text.strip():
             empty += 1
         else:
-            res = engine.indexer.ingest_text(library, doc_id, text, title=title or None)
+            res = engine.ingest_text(library, doc_id, text, title=title or None)
             if res.status == "dropped_by_policy":
                 dropped += 1
             else:
@@ -381,11 +381,7 @@ def evaluate_variants(
 
     results: dict[str, dict[str, Any]] = {}
     with _workspace(settings, ds.name, keep_dir) as (engine, library):
-        searchers = {
-            name: Searcher(vs.model_copy(update={"data_dir": engine.settings.data_dir}), engine.store, engine.libraries,
-                           engine.models)
-            for name, vs in resolved.items()
-        }
+        searchers = {name: engine.searcher_for(vs) for name, vs in resolved.items()}
         # Refuse a bad mode or top_k now, before spending minutes on indexing.
         for searcher in searchers.values():
             searcher.search(SearchRequest(query="probe", libraries=[library], mode=mode, top_k=top_k))  # type: ignore[arg-type]
@@ -395,7 +391,7 @@ def evaluate_variants(
         else:
             names, counts = _ingest_beir(engine, library, ds, with_title, progress)
         if reweight:
-            engine.indexer.reweight(library)
+            engine.reweight(library)
         ingest_seconds = time.perf_counter() - t0
         engine.library(library)
 

@@ -25,7 +25,7 @@ from ragspine.demo import DEMO_LIBRARY, DemoDocument, build_demo_corpus, demo_qu
 from ragspine.engine import Engine
 from ragspine.errors import NotFoundError
 from ragspine.indexing.pdf import open_pdf
-from ragspine.indexing.pipeline import IngestResult
+from ragspine.indexing import IngestResult
 
 A4 = (595.0, 842.0)
 LETTER = (612.0, 792.0)

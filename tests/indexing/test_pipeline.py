@@ -367,7 +367,7 @@ def test_replace_is_atomic(data_dir: Path, step: str, crash: bool, monkeypatch: 
     v1_view = snapshot(engine, ["harbour revenue", "version"], scores=False)
     engine.indexer.step_hook = _fail_at(step)
     if crash:
-        monkeypatch.setattr(engine.indexer, "_abort", lambda *a, **k: None)
+        monkeypatch.setattr(engine.indexer.versions, "abort", lambda *a, **k: None)
     with pytest.raises(Boom):
         engine.ingest(LIB, pdfs.make_pdf([V2_TEXT]), {"doc_id": DOC})
     committed = step == "committed"

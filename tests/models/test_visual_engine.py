@@ -431,7 +431,7 @@ def test_render_processes_give_the_same_pages_as_the_render_thread(colpali_dir: 
             thumbs = [eng.thumbnail("lib", "d", n).read_bytes() for n in (1, 2, 3, 4, 6)]
             out[workers] = ([vecs[i] for i in ids], thumbs)
             if workers == 2:
-                assert eng.indexer._procs is not None  # noqa: SLF001 - the pool really ran
+                assert eng.indexer.renders.started  # the pool really ran
         finally:
             eng.close()
     for a, b in zip(out[1][0], out[2][0]):

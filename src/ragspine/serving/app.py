@@ -34,7 +34,7 @@ from ragspine.errors import (
     RagspineError,
 )
 from ragspine.indexing.pdf import sniff_pdf
-from ragspine.indexing.pipeline import parse_metadata
+from ragspine.indexing import parse_metadata
 from ragspine.retrieval.explain import heatmap_png
 from ragspine.retrieval.search import SearchRequest
 from ragspine.serving.auth import Auth, Principal

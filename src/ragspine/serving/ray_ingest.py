@@ -78,7 +78,7 @@ def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[st
     """flat_map task: one document → one row per kept page (RGB bytes), or one row saying why
     there is none (all pages RESTRICTED, or the PDF cannot be parsed)."""
     from ragspine.indexing.pdf import open_pdf, render_page_image
-    from ragspine.indexing.pipeline import _MODEL_IMAGE_MAX_PX, parse_metadata
+    from ragspine.indexing import MODEL_IMAGE_MAX_PX, parse_metadata
     from ragspine.policy import PagePolicy
     from ragspine.serving.ray_app import resolve_settings
 
@@ -96,7 +96,7 @@ def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[st
         kept = [p.number for p in parsed.pages if p.number not in dropped]
         rows = []
         for n in kept:  # RESTRICTED pages are never rendered, let alone encoded
-            im = render_page_image(parsed.doc, n, s.page_render_dpi, _MODEL_IMAGE_MAX_PX)
+            im = render_page_image(parsed.doc, n, s.page_render_dpi, MODEL_IMAGE_MAX_PX)
             rows.append({**base, "page": n, "n_kept": len(kept), "raw": im.tobytes(),
                          "width": im.size[0], "height": im.size[1]})
         return rows or [base]
@@ -221,7 +221,7 @@ def bulk_ingest(
 
     from ragspine.engine import Engine
     from ragspine.errors import LibraryNotFoundError
-    from ragspine.indexing.pipeline import _default_doc_id, parse_metadata
+    from ragspine.indexing import default_doc_id, parse_metadata
     from ragspine.policy import is_restricted
     from ragspine.serving.ray_app import settings_overrides
 
@@ -291,12 +291,10 @@ def bulk_ingest(
                     continue
                 data = doc.path.read_bytes()
                 sha = hashlib.sha256(data).hexdigest()
-                doc_id = m.doc_id or _default_doc_id(doc.path.name, sha)
-                prev = engine.libraries.doc_entry(library, doc_id)
-                if (prev and prev.get("active_version")
-                        and prev.get("content_key") == engine.indexer._content_key(sha, m)):
+                doc_id = m.doc_id or default_doc_id(doc.path.name, sha)
+                if engine.is_unchanged(library, doc_id, sha, m):
                     report.unchanged += 1
-                    echo(f"{path}: unchanged ({doc_id} v{prev['active_version']})")
+                    echo(f"{path}: unchanged ({doc_id} v{engine.document(library, doc_id)['version']})")
                     continue
                 todo.append(doc)
             if todo:
