@@ -15,7 +15,7 @@
      gives: both BM25 channels as Qdrant sparse searches (``Store.search_sparse``);
    - ``in-memory index``: ``engine.searcher`` of the Engine with the default
      ``RAGSPINE_LEXICAL_INDEX=memory``: ``Engine.lexical``
-     (:class:`ragspine.retrieval.lexical_index.LexicalIndex`) ranks the pages
+     (:class:`ragspine.retrieval.lexical.LexicalIndex`) ranks the pages
      (``rank_pages``) and caches the cited payloads.
    Both read the library record through ``Libraries.get``, cached in memory; the cached read
    and the store read it saves are printed on their own line.

@@ -36,9 +36,9 @@ from pdfs import Page
 from ragspine.config import Settings
 from ragspine.engine import Engine
 from ragspine.catalog import LIBRARY_POINT
-from ragspine.retrieval import lexical_index as lx
+from ragspine.retrieval.lexical import masks, postings
 from ragspine.scoring.bm25 import SparseVector, query_vector
-from ragspine.retrieval.lexical_index import LexicalIndex
+from ragspine.retrieval.lexical import LexicalIndex
 from ragspine.store.predicates import Predicate, parse_predicate
 from ragspine.retrieval.search import Searcher, SearchRequest
 from ragspine.scoring.tokenizer import token_id, tokenize
@@ -371,7 +371,7 @@ def test_filters_evaluate_like_qdrant(tmp_path: Any) -> None:
         for p in preds:
             where = Where(kind="chunk", live=True, predicates=(p,))
             want = {r.payload["i"] for r in store.scroll("x", where)}
-            got = {pt.payload["i"] for pt in points if lx._doc_matches(where, p, pt.payload)}
+            got = {pt.payload["i"] for pt in points if masks.doc_matches(where, p, pt.payload)}
             assert got == want, p
     finally:
         store.close()
@@ -599,7 +599,7 @@ def test_over_the_postings_bound_the_store_answers(data_dir: Path, caplog: pytes
         engine.indexer.ingest_text(LIB, "d1", "whiskey xray yankee zulu")
         ix = lexical(engine)
         assert ix.max_postings == 3
-        with caplog.at_level(logging.WARNING, logger="ragspine.retrieval.lexical_index"):
+        with caplog.at_level(logging.WARNING, logger="ragspine.retrieval.lexical.index"):
             hits = ix.search_sparse(LIB, SPARSE_CHUNK, query_vector("xray"), Where(kind=KIND_CHUNK, live=True), 5)
             ix.search_sparse(LIB, SPARSE_CHUNK, query_vector("xray"), Where(kind=KIND_CHUNK, live=True), 5)
         assert [h.payload["doc_id"] for h in hits] == ["d1"]
@@ -768,8 +768,8 @@ def test_store_setting_searches_without_the_index(data_dir: Path) -> None:
 # -- the kernels, against brute force -----------------------------------------------------------
 
 
-def _field(rows: list[dict[int, float]], ids: list[str]) -> lx.FieldIndex:
-    r = lx._Rows()
+def _field(rows: list[dict[int, float]], ids: list[str]) -> postings.FieldIndex:
+    r = postings.Rows()
     for i, (vec, pid) in enumerate(zip(rows, ids)):
         idx = sorted(vec)
         r.ids.append(pid)
@@ -779,7 +779,7 @@ def _field(rows: list[dict[int, float]], ids: list[str]) -> lx.FieldIndex:
         r.classes.append(None)
         r.terms.append(np.asarray(idx, dtype=np.uint32))
         r.vals.append(np.asarray([vec[t] for t in idx], dtype=np.float32))
-    return lx._field_from_rows(KIND_CHUNK, r)
+    return postings.field_from_rows(KIND_CHUNK, r)
 
 
 vectors = st.lists(
@@ -809,14 +809,14 @@ def test_score_and_top_against_brute_force(rows: list[dict[int, float]], q: dict
                 for t, c in q.items() if t in vec)
         if any(t in vec for t in q):
             want[pid] = s
-    got_rows, got_scores = lx.top(fi, lx.score(fi, qv, None), limit)
+    got_rows, got_scores = postings.top(fi, postings.score(fi, qv, None), limit)
     got = [(fi.ids[r], s) for r, s in zip(got_rows.tolist(), got_scores.tolist())]
     expect = sorted(want.items(), key=lambda kv: (-round(kv[1], 9), kv[0]))[:limit]
     assert [s for _, s in got] == pytest.approx([s for _, s in expect], rel=1e-9)
     assert [i for i, _ in got] == [i for i, _ in expect]
     # Patched = rebuilt: drop the rows of document 1, add them back.
     back = [i for i in range(n) if i % 3 == 1]
-    r = lx._Rows()
+    r = postings.Rows()
     for i in back:
         idx = sorted(rows[i])
         r.ids.append(ids[i])
@@ -826,12 +826,12 @@ def test_score_and_top_against_brute_force(rows: list[dict[int, float]], q: dict
         r.classes.append(None)
         r.terms.append(np.asarray(idx, dtype=np.uint32))
         r.vals.append(np.asarray([rows[i][t] for t in idx], dtype=np.float32))
-    empty = lx._field_from_rows(KIND_CHUNK, lx._Rows())
-    patched = lx._patched(lx._patched(fi, np.asarray([1], dtype=np.int32), empty),
-                          np.asarray([], dtype=np.int32), lx._field_from_rows(KIND_CHUNK, r))
+    empty = postings.field_from_rows(KIND_CHUNK, postings.Rows())
+    patched = postings.patched(postings.patched(fi, np.asarray([1], dtype=np.int32), empty),
+                          np.asarray([], dtype=np.int32), postings.field_from_rows(KIND_CHUNK, r))
     assert patched.n_rows == n and patched.n_postings == fi.n_postings
-    a = lx.top(patched, lx.score(patched, qv, None), limit)
-    b = lx.top(fi, lx.score(fi, qv, None), limit)
+    a = postings.top(patched, postings.score(patched, qv, None), limit)
+    b = postings.top(fi, postings.score(fi, qv, None), limit)
     assert [patched.ids[i] for i in a[0].tolist()] == [fi.ids[i] for i in b[0].tolist()]
     assert a[1].tolist() == pytest.approx(b[1].tolist(), rel=1e-12)
 
@@ -844,14 +844,14 @@ def test_dense_and_sparse_terms_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     rows = [{t: rnd.choice([0.5, 1.0, 1.7]) for t in rnd.sample(range(20), 5)} for _ in range(200)]
     ids = [str(uuid.UUID(int=i + 1)) for i in range(200)]
     qv = SparseVector(list(range(0, 20, 3)), [1.0, 2.0, 1.0, 1.0, 1.0, 2.0, 1.0])
-    monkeypatch.setattr(lx, "DENSE_FRACTION", 2.0)  # no dense rows
+    monkeypatch.setattr(postings, "DENSE_FRACTION", 2.0)  # no dense rows
     sparse = _field(rows, ids)
-    monkeypatch.setattr(lx, "DENSE_FRACTION", 0.0)  # every term dense
+    monkeypatch.setattr(postings, "DENSE_FRACTION", 0.0)  # every term dense
     dense = _field(rows, ids)
     assert sparse.dense.shape[0] == 0 and dense.dense.shape[0] == len(dense.uterms)
-    a, b = lx.score(sparse, qv, None), lx.score(dense, qv, None)
+    a, b = postings.score(sparse, qv, None), postings.score(dense, qv, None)
     assert a == pytest.approx(b, rel=1e-12)
-    ra, rb = lx.top(sparse, a, 25), lx.top(dense, b, 25)
+    ra, rb = postings.top(sparse, a, 25), postings.top(dense, b, 25)
     assert ra[0].tolist() == rb[0].tolist()
 
 

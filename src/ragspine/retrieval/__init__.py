@@ -5,7 +5,7 @@ cite (:mod:`ragspine.retrieval.search`). Uses :mod:`ragspine.scoring` for the ma
 :mod:`ragspine.indexing`.
 """
 
-from ragspine.retrieval.lexical_index import LexicalIndex
+from ragspine.retrieval.lexical import LexicalIndex
 from ragspine.retrieval.search import MODES, ExpandSpec, Searcher, SearchHit, SearchRequest, SearchResponse
 
 __all__ = ["MODES", "ExpandSpec", "LexicalIndex", "SearchHit", "SearchRequest", "SearchResponse", "Searcher"]

@@ -27,7 +27,7 @@ from ragspine.catalog import library_models
 from ragspine.models.modelset import ModelSet, describe
 from ragspine.scoring.bm25 import query_vector
 from ragspine.scoring.fusion import rrf
-from ragspine.retrieval.lexical_index import LexicalIndex
+from ragspine.retrieval.lexical import LexicalIndex
 from ragspine.store.predicates import Predicate, check_types, merge_field_types, parse_filters
 from ragspine.scoring.tokenizer import tokenize
 from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, Hit, Store, Where
