@@ -39,25 +39,42 @@ answers, then recovery) without touching the cluster; ``ray.kill`` of a replica 
 
 import asyncio
 import logging
-import os
-import threading
-import time
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from ragspine.config import Settings, load_settings
-from ragspine.errors import InvalidRequestError, MissingExtraError, RagspineError
-from ragspine.models.modelset import ModelSet, describe
+from ragspine.config import Settings
+from ragspine.errors import MissingExtraError, RagspineError
+from ragspine.models.modelset import ModelSet
+from ragspine.serving.ray_models import (
+    DenseEncoderDeployment,
+    PageEncoderDeployment,
+    QueryEncoderDeployment,
+    RerankerDeployment,
+    _replica_env,
+    load_page_model,
+)
 from ragspine.serving.ray_proxies import (
     DenseEncoderProxy,
     DeploymentCaller,
-    ModelDeploymentError,
     PageEncoderProxy,
     RerankerProxy,
     fetch_info,
     fetch_info_sync,
+)
+from ragspine.serving.ray_settings import (
+    APP_NAME,
+    DENSE_ENCODER,
+    DEPLOYMENT_NAMES,
+    INGRESS,
+    INGRESS_CPUS,
+    MODEL_START_TIMEOUT_S,
+    PAGE_ENCODER,
+    QUERY_ENCODER,
+    RERANKER,
+    AppArgs,
+    ModelUserConfig,
+    deployment_overrides,
+    resolve_settings,
+    settings_overrides,
 )
 
 try:
@@ -66,352 +83,14 @@ try:
 except ImportError as _exc:  # the serve extra is optional
     raise MissingExtraError("ray[serve]", "serve", "ragspine on Ray Serve") from _exc
 
+__all__ = [
+    "APP_NAME", "DEPLOYMENT_NAMES", "AppArgs", "DenseEncoderDeployment", "Ingress", "ModelUserConfig",
+    "PageEncoderDeployment", "QueryEncoderDeployment", "RerankerDeployment", "build_app", "build_model_set",
+    "deployment_overrides", "init_ray", "load_page_model", "resolve_settings", "settings_overrides",
+    "start_local", "stop_local",
+]
+
 logger = logging.getLogger(__name__)
-
-#: Deployment names, as ``serveConfigV2`` and ``serve status`` show them.
-INGRESS, PAGE_ENCODER, QUERY_ENCODER, DENSE_ENCODER, RERANKER = (
-    "Ingress", "PageEncoder", "QueryEncoder", "DenseEncoder", "Reranker",
-)
-DEPLOYMENT_NAMES = (INGRESS, PAGE_ENCODER, QUERY_ENCODER, DENSE_ENCODER, RERANKER)
-#: Default Serve application name (``serve run``, ``--engine ray``, the RayService config).
-APP_NAME = "ragspine"
-#: How long the ingress waits at start for a model deployment's identity (model load included).
-MODEL_START_TIMEOUT_S = 600.0
-#: A model replica's health check runs a real forward pass at most this often.
-HEALTH_FORWARD_EVERY_S = 60.0
-#: Settings that hold secrets: never passed through deployment arguments (which Ray keeps in
-#: its control store); each replica reads them from its own environment.
-SECRET_FIELDS = frozenset({"qdrant_api_key", "api_keys"})
-
-# Resources and autoscaling, fitted to a 2-core laptop: at the minimum replica counts the five
-# deployments ask for 1.5 CPUs together (Ray Serve's default of 1 CPU per replica would leave a
-# second application pending forever). A cluster overrides these in serveConfigV2.
-_INGRESS_CPUS = 0.5
-_MODEL_CPUS = 0.25
-
-
-# -- settings travel as overrides ------------------------------------------------------------
-
-
-def resolve_settings(overrides: dict[str, Any]) -> Settings:
-    """Settings from this process's ``RAGSPINE_*`` environment plus ``overrides``.
-
-    Every replica calls this itself, so secrets come from each pod's environment (a Kubernetes
-    Secret) rather than through Ray; the builder calls it first, so a bad setting fails the
-    deploy with one clear message.
-    """
-    try:
-        return load_settings(**overrides)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = str(err["loc"][0]) if err["loc"] else "settings"
-        raise InvalidRequestError(f"bad setting RAGSPINE_{field.upper()}: {err['msg']}") from None
-
-
-class AppArgs(BaseModel):
-    """Arguments of :func:`build_app` (``serve run ... key=value``, ``serveConfigV2.args``).
-
-    Top-level keys that are Settings fields (``data_dir``, ``page_model``, ...) are settings
-    overrides, on top of the ``RAGSPINE_*`` environment of every replica. ``deployments`` takes
-    per-deployment ``.options()`` (``num_replicas``, ``autoscaling_config``,
-    ``ray_actor_options``, ``user_config``, ``health_check_period_s``, ...), as a Serve config
-    file would.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    settings: dict[str, Any] = Field(default_factory=dict)
-    deployments: dict[str, dict[str, Any]] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _flat_settings(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
-        settings = dict(data.pop("settings", None) or {})
-        for key in [k for k in data if k not in ("deployments",)]:
-            if key in Settings.model_fields:
-                settings[key] = data.pop(key)
-        unknown = [k for k in data if k != "deployments"]
-        if unknown:
-            raise ValueError(
-                f"unknown build_app argument(s) {unknown}: expected Settings fields (e.g. "
-                "data_dir, page_model, qdrant_url), 'settings' or 'deployments'"
-            )
-        data["settings"] = settings
-        return data
-
-    @model_validator(mode="after")
-    def _known(self) -> "AppArgs":
-        bad = [k for k in self.settings if k not in Settings.model_fields]
-        if bad:
-            raise ValueError(f"unknown setting(s) {bad}; see ragspine.config.Settings")
-        secret = sorted(SECRET_FIELDS & set(self.settings))
-        if secret:
-            raise ValueError(
-                f"{secret} hold secrets: set RAGSPINE_{secret[0].upper()} in the environment of "
-                "every Ray node (a Kubernetes Secret), not as an application argument"
-            )
-        bad = [k for k in self.deployments if k not in DEPLOYMENT_NAMES]
-        if bad:
-            raise ValueError(f"unknown deployment(s) {bad}; known: {', '.join(DEPLOYMENT_NAMES)}")
-        return self
-
-
-# -- model replicas ------------------------------------------------------------------------------
-
-
-class ModelUserConfig(BaseModel):
-    """``user_config`` of a model deployment (``reconfigure`` applies it without a restart)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    #: ``@serve.batch`` size and wait (ignored by deployments that do not batch).
-    max_batch_size: int = Field(default=16, ge=1, le=1024)
-    batch_wait_timeout_s: float = Field(default=0.01, ge=0, le=60)
-
-
-class _ModelReplica:
-    """What the model deployments share: load once (never raising), health, user_config."""
-
-    deployment = "model"
-
-    def _start(self, overrides: dict[str, Any], slot: str, load: Callable[[Settings], Any]) -> None:
-        _replica_env()
-        self.settings = resolve_settings(overrides)
-        self.user_config = ModelUserConfig()
-        self.error: str | None = None
-        self.fault: str | None = None
-        self.model: Any = None
-        self._checked_at = 0.0
-        self._lock = threading.Lock()  # one forward at a time per replica (GPU memory)
-        t0 = time.perf_counter()
-        try:
-            self.model = load(self.settings)
-        except Exception as e:  # a model that cannot load leaves the CPU path serving
-            self.error = describe(e)
-            logger.error("%s: %s model failed to load: %s", self.deployment, slot, self.error)
-        else:
-            logger.info("%s: loaded %r in %.1f s", self.deployment, self.model, time.perf_counter() - t0)
-
-    def _apply(self, config: dict[str, Any] | None) -> ModelUserConfig:
-        self.user_config = ModelUserConfig.model_validate(config or {})
-        return self.user_config
-
-    def _require(self) -> Any:
-        if self.fault == "unhealthy":
-            raise ModelDeploymentError(f"the {self.deployment} deployment is marked unhealthy (fault drill)")
-        if self.model is None:
-            raise ModelDeploymentError(f"the {self.deployment} model failed to load: {self.error}")
-        return self.model
-
-    def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        with self._lock:
-            try:
-                return fn(*args)
-            except Exception:
-                self._checked_at = 0.0  # a failed call: the next health check runs a forward pass
-                raise
-
-    async def info(self) -> dict[str, Any]:
-        """Identity of the loaded model, or the load error; and this replica's actor name."""
-        import ray
-
-        m = self.model
-        return {
-            "model_id": getattr(m, "model_id", None),
-            "revision": getattr(m, "revision", None),
-            "dim": getattr(m, "dim", None),
-            "error": self.error,
-            "replica": ray.get_runtime_context().get_actor_name(),
-        }
-
-    async def drill(self, fault: Literal["unhealthy"] | None) -> str:
-        """Fault drill on this replica: ``"unhealthy"`` fails every call and health check from
-        now on (Serve replaces the replica); ``None`` clears it. Returns the replica's name."""
-        import ray
-
-        if fault not in (None, "unhealthy"):
-            raise InvalidRequestError(f"drill: fault must be 'unhealthy' or None, got {fault!r}")
-        self.fault = fault
-        logger.warning("%s: fault drill set to %r", self.deployment, fault)
-        return str(ray.get_runtime_context().get_actor_name())
-
-    async def check_health(self) -> None:
-        """Healthy = the drill switch is off and, when a model is loaded, a tiny forward pass
-        works (run at most once a minute). A model that failed to load is reported through
-        ``info()`` instead: restarting the replica would not fix a bad checkpoint."""
-        if self.fault == "unhealthy":
-            raise RuntimeError(f"{self.deployment} marked unhealthy (fault drill)")
-        if self.model is None:
-            return
-        now = time.monotonic()
-        if now - self._checked_at < HEALTH_FORWARD_EVERY_S:
-            return
-        await asyncio.to_thread(self._run, self._probe)
-        self._checked_at = time.monotonic()
-
-    def _probe(self) -> None:
-        raise NotImplementedError
-
-
-def _replica_env() -> None:
-    # Tokenizers' own thread pool fights the replica's threads (and warns after a fork).
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def _load_page_model(s: Settings) -> Any:
-    from ragspine.models import registry
-
-    return registry.load_page_encoder(
-        s.page_model,  # type: ignore[arg-type]
-        family=s.page_model_family,
-        device=s.device,
-        dtype=s.dtype,
-        attn_implementation=s.attn_implementation,
-        batch_size=s.ray_page_batch_size,
-        query_batch_size=s.ray_query_batch_size,
-    )
-
-
-def _probe_image() -> Any:
-    from PIL import Image
-
-    return Image.new("RGB", (64, 64), "white")
-
-
-@serve.deployment(
-    name=PAGE_ENCODER,
-    ray_actor_options={"num_cpus": _MODEL_CPUS},
-    max_ongoing_requests=256,  # pages queue here so that batches fill
-    autoscaling_config={"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 32},
-    health_check_period_s=10,
-    health_check_timeout_s=60,
-)
-class PageEncoderDeployment(_ModelReplica):
-    """Page images → :class:`~ragspine.models.base.EncodedPage`, batched across requests."""
-
-    deployment = PAGE_ENCODER
-
-    def __init__(self, overrides: dict[str, Any]) -> None:
-        self._start(overrides, "page", _load_page_model)
-
-    def reconfigure(self, config: dict[str, Any]) -> None:
-        cfg = self._apply(config)
-        self.encode_page.set_max_batch_size(cfg.max_batch_size)
-        self.encode_page.set_batch_wait_timeout_s(cfg.batch_wait_timeout_s)
-
-    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.05)
-    async def encode_page(self, images: list[Any]) -> list[Any]:
-        model = self._require()
-        return await asyncio.to_thread(self._run, model.encode_pages, images)
-
-    def _probe(self) -> None:
-        (page,) = self.model.encode_pages([_probe_image()])
-        if page.dim != self.model.dim:
-            raise RuntimeError(f"probe page has dim {page.dim}, model says {self.model.dim}")
-
-
-@serve.deployment(
-    name=QUERY_ENCODER,
-    ray_actor_options={"num_cpus": _MODEL_CPUS},
-    max_ongoing_requests=64,
-    autoscaling_config={"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 8},
-    health_check_period_s=10,
-    health_check_timeout_s=30,
-)
-class QueryEncoderDeployment(_ModelReplica):
-    """Query text → ``(n_tokens, dim)`` in the page model's space; latency-bound."""
-
-    deployment = QUERY_ENCODER
-
-    def __init__(self, overrides: dict[str, Any]) -> None:
-        self._start(overrides, "page", _load_page_model)
-
-    def reconfigure(self, config: dict[str, Any]) -> None:
-        cfg = self._apply(config)
-        self.encode_query.set_max_batch_size(cfg.max_batch_size)
-        self.encode_query.set_batch_wait_timeout_s(cfg.batch_wait_timeout_s)
-
-    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
-    async def encode_query(self, texts: list[str]) -> list[Any]:
-        model = self._require()
-        return await asyncio.to_thread(self._run, model.encode_queries, texts)
-
-    def _probe(self) -> None:
-        (q,) = self.model.encode_queries(["health check"])
-        if q.shape[1] != self.model.dim:
-            raise RuntimeError(f"probe query has dim {q.shape[1]}, model says {self.model.dim}")
-
-
-def _load_dense(s: Settings) -> Any:
-    from ragspine.models import registry
-
-    return registry.load_dense_encoder(s.dense_model, device=s.device, dtype=s.dtype)  # type: ignore[arg-type]
-
-
-@serve.deployment(
-    name=DENSE_ENCODER,
-    ray_actor_options={"num_cpus": _MODEL_CPUS},
-    max_ongoing_requests=32,
-    autoscaling_config={"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 4},
-    health_check_period_s=10,
-    health_check_timeout_s=30,
-)
-class DenseEncoderDeployment(_ModelReplica):
-    """Texts → unit-length dense vectors (queries at search time, passages at ingest)."""
-
-    deployment = DENSE_ENCODER
-
-    def __init__(self, overrides: dict[str, Any]) -> None:
-        self._start(overrides, "dense", _load_dense)
-
-    def reconfigure(self, config: dict[str, Any]) -> None:
-        self._apply(config)
-
-    async def encode(self, texts: list[str], kind: str) -> Any:
-        model = self._require()
-        return await asyncio.to_thread(self._run, model.encode, texts, kind)
-
-    def _probe(self) -> None:
-        self.model.encode(["health check"], "query")
-
-
-def _load_reranker(s: Settings) -> Any:
-    from ragspine.models import registry
-
-    return registry.load_reranker(s.reranker, s.reranker_model, device=s.device, dtype=s.dtype)
-
-
-@serve.deployment(
-    name=RERANKER,
-    ray_actor_options={"num_cpus": _MODEL_CPUS},
-    max_ongoing_requests=16,
-    autoscaling_config={"min_replicas": 1, "max_replicas": 2, "target_ongoing_requests": 2},
-    health_check_period_s=10,
-    health_check_timeout_s=30,
-)
-class RerankerDeployment(_ModelReplica):
-    """(query, candidate texts) → scores. ``reranker: auto`` may find no model: then ``info``
-    says so and the ingress has no reranker (requests asking ``rerank`` are told)."""
-
-    deployment = RERANKER
-
-    def __init__(self, overrides: dict[str, Any]) -> None:
-        self._start(overrides, "reranker", _load_reranker)
-        if self.model is None and self.error is None:
-            self.error = "no reranker available (reranker 'auto' found none)"
-
-    def reconfigure(self, config: dict[str, Any]) -> None:
-        self._apply(config)
-
-    async def score(self, query: str, texts: list[str]) -> list[float]:
-        model = self._require()
-        return await asyncio.to_thread(self._run, model.score, query, texts)
-
-    def _probe(self) -> None:
-        self.model.score("health", ["check"])
 
 
 # -- the ingress ---------------------------------------------------------------------------------
@@ -479,7 +158,7 @@ def _engine(settings: Settings, models: ModelSet) -> Any:
 
 @serve.deployment(
     name=INGRESS,
-    ray_actor_options={"num_cpus": _INGRESS_CPUS},
+    ray_actor_options={"num_cpus": INGRESS_CPUS},
     # Routes are sync FastAPI handlers (a thread each); the engine releases the GIL in the store.
     max_ongoing_requests=64,
     autoscaling_config={"min_replicas": 1, "max_replicas": 1, "target_ongoing_requests": 16},
@@ -527,26 +206,6 @@ class Ingress:
 # -- the builder ---------------------------------------------------------------------------------
 
 
-def deployment_overrides(settings: Settings) -> dict[str, dict[str, Any]]:
-    """``.options()`` that follow from settings: batch parameters, GPUs, ingress scaling."""
-    gpu = {"num_gpus": settings.ray_model_gpus} if settings.ray_model_gpus else {}
-    model_actor = {"num_cpus": _MODEL_CPUS, **gpu}
-    page_cfg = ModelUserConfig(max_batch_size=settings.ray_page_batch_size,
-                               batch_wait_timeout_s=settings.ray_page_batch_wait_ms / 1000.0)
-    query_cfg = ModelUserConfig(max_batch_size=settings.ray_query_batch_size,
-                                batch_wait_timeout_s=settings.ray_query_batch_wait_ms / 1000.0)
-    out: dict[str, dict[str, Any]] = {
-        PAGE_ENCODER: {"user_config": page_cfg.model_dump(), "ray_actor_options": model_actor},
-        QUERY_ENCODER: {"user_config": query_cfg.model_dump(), "ray_actor_options": model_actor},
-        DENSE_ENCODER: {"user_config": ModelUserConfig().model_dump(), "ray_actor_options": model_actor},
-        RERANKER: {"user_config": ModelUserConfig().model_dump(), "ray_actor_options": model_actor},
-    }
-    if settings.qdrant_url:  # a shared store: the ingress may scale out
-        out[INGRESS] = {"autoscaling_config": {"min_replicas": 1, "max_replicas": 4,
-                                               "target_ongoing_requests": 16}}
-    return out
-
-
 def _options(deployment: Any, name: str, *layers: dict[str, dict[str, Any]]) -> Any:
     opts: dict[str, Any] = {}
     for layer in layers:
@@ -592,21 +251,6 @@ def build_app(args: AppArgs) -> Application:
 
 
 # -- running it locally (``ragspine serve --engine ray``) --------------------------------------
-
-
-def settings_overrides(settings: Settings) -> dict[str, Any]:
-    """The non-secret settings that differ from their defaults, as JSON-safe overrides (the
-    data dir made absolute: replicas need not share the caller's working directory)."""
-    out: dict[str, Any] = {}
-    defaults = Settings.model_construct()
-    for name in Settings.model_fields:
-        if name in SECRET_FIELDS:
-            continue
-        value = getattr(settings, name)
-        if value != getattr(defaults, name, None):
-            out[name] = value
-    out["data_dir"] = str(settings.data_dir.resolve())
-    return {k: (str(v) if hasattr(v, "__fspath__") else v) for k, v in out.items()}
 
 
 def init_ray(settings: Settings) -> None:

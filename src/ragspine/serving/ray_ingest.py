@@ -80,7 +80,7 @@ def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[st
     from ragspine.indexing.pdf import open_pdf, render_page_image
     from ragspine.indexing import MODEL_IMAGE_MAX_PX, parse_metadata
     from ragspine.policy import PagePolicy
-    from ragspine.serving.ray_app import resolve_settings
+    from ragspine.serving.ray_settings import resolve_settings
 
     s = resolve_settings(overrides)
     base = {"idx": row["idx"], "page": 0, "n_kept": 0, "raw": b"", "width": 0, "height": 0, "error": ""}
@@ -108,9 +108,10 @@ class EncodePages:
     """map_batches actor: page images → multivectors with the page model (loaded once)."""
 
     def __init__(self, overrides: dict[str, Any]) -> None:
-        from ragspine.serving.ray_app import _load_page_model, resolve_settings
+        from ragspine.serving.ray_models import load_page_model
+        from ragspine.serving.ray_settings import resolve_settings
 
-        self.model = _load_page_model(resolve_settings(overrides))
+        self.model = load_page_model(resolve_settings(overrides))
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         from PIL import Image
@@ -143,9 +144,10 @@ class EncodePages:
 
 
 def _model_identity(overrides: dict[str, Any]) -> tuple[str, str, int]:
-    from ragspine.serving.ray_app import _load_page_model, resolve_settings
+    from ragspine.serving.ray_models import load_page_model
+    from ragspine.serving.ray_settings import resolve_settings
 
-    m = _load_page_model(resolve_settings(overrides))
+    m = load_page_model(resolve_settings(overrides))
     return str(m.model_id), str(m.revision), int(m.dim)
 
 
@@ -223,7 +225,7 @@ def bulk_ingest(
     from ragspine.errors import LibraryNotFoundError
     from ragspine.indexing import default_doc_id, parse_metadata
     from ragspine.policy import is_restricted
-    from ragspine.serving.ray_app import settings_overrides
+    from ragspine.serving.ray_settings import settings_overrides
 
     t0 = time.perf_counter()
     report = BulkReport(encoders=encoders)
