@@ -29,8 +29,8 @@ Measured per architecture, on pages rendered from the PDFs in ``--data`` (PyMuPD
   pages/s - the ceiling the end-to-end rate is compared with;
 - query: ``encode_queries`` of one query at a time (p50/p95 ms), and queries/s in batches of 32.
 
-The H200 anchors from DESIGN.md (plain transformers forward, bf16, SDPA) and the issue's
-targets are printed beside the GPU figures.
+The H200 anchors of docs/measured.md (plain transformers forward, bf16, SDPA) and the target
+rates are printed beside the GPU figures.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mmlongbench_dev"
 ARCHS = ("colpali", "colqwen2", "colqwen2_5", "colidefics3")
-#: DESIGN.md anchors on one H200 (plain forward, random weights, bf16, SDPA) and issue targets.
+#: Anchors on one H200 (docs/measured.md: plain forward, random weights, bf16, SDPA) and target rates.
 H200_ANCHOR_PAGES_S = {"colpali": 86.0, "colqwen2": 44.5}
 TARGET_PAGES_S = {"colpali": 120.0, "colqwen2": 70.0}
 TARGET_QUERY_MS = 15.0

@@ -1,4 +1,4 @@
-"""Invariant 1 with canaries: RESTRICTED text never leaves the index build.
+"""Invariant 1 (docs/invariants.md) with canaries: RESTRICTED text never leaves the index build.
 
 Unique canary words are placed only on RESTRICTED pages (marker in the header band, marker
 label in the footer band, per-page override) and in a RESTRICTED document (body, title,

@@ -98,7 +98,7 @@ class ConflictError(RagspineError):
 
 
 class ModelMismatchError(ConflictError):
-    """A library was indexed with another model than the one configured now (invariant 5)."""
+    """A library was indexed with another model than the one configured now (docs/invariants.md, 5)."""
 
     type = "model-mismatch"
     title = "Library was indexed with another model"

@@ -1,4 +1,4 @@
-"""Invariant 1 for the graph: RESTRICTED pages and documents contribute nothing. No canary in
+"""Invariant 1 (docs/invariants.md) for the graph: RESTRICTED pages and documents contribute nothing. No canary in
 any node, edge or citation, in the graph's files, or after a rebuild from the store; no
 citation points at a RESTRICTED page; the RESTRICTED document is not even a node."""
 

@@ -173,7 +173,7 @@ def test_pages_are_one_based(ingested, query: str, page: int) -> None:
 
 
 def test_hits_cite_page_text_and_bbox_in_points(ingested) -> None:
-    """Invariant 2: a hit's text is a substring of the cited page's text, both as stored and as
+    """Invariant 2 (docs/invariants.md): a hit's text is a substring of the cited page's text, both as stored and as
     PyMuPDF extracts it from the PDF; bboxes lie on the page, where the text was drawn."""
     engine, data, layout, _ = ingested
     pdf_text = pdfs.page_texts(data)

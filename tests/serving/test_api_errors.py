@@ -1,6 +1,6 @@
 """Bad input gets a clear 4xx problem (RFC 9457) naming the problem, never a stack trace, and
 nothing already indexed is lost: after each refused request the server still answers
-``/healthz`` and the same searches return exactly the same hits (invariant 7)."""
+``/healthz`` and the same searches return exactly the same hits (docs/invariants.md, 7)."""
 
 from __future__ import annotations
 

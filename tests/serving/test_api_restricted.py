@@ -1,4 +1,4 @@
-"""RESTRICTED never leaves the index build (invariant 1), seen from the API: ingest documents
+"""RESTRICTED never leaves the index build (docs/invariants.md, 1), seen from the API: ingest documents
 whose RESTRICTED pages (and one RESTRICTED document) carry canary words, then call every route
 — searches for the canaries in every mode, every thumbnail 0..N+1 of every document, every
 job, every listing, metrics, OpenAPI — and check that no response body, log line or file in

@@ -4,7 +4,7 @@ image becomes the stored full + pooled multivectors.
 A library's record names, per vector field, the model id, revision and dimension that wrote
 it, and for the page fields the pooling and quantization chosen when the library was created.
 Every later ingest uses the record's choices, and a library is never searched or written with
-a different model (invariant: no vectors of two models in one field).
+a different model (docs/invariants.md, 5: no vectors of two models in one field).
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def _digest(data: str) -> str:
 
 def key_hash(key: str) -> str:
     """A removed source is remembered by this digest only: a deleted document's id does not stay
-    in the file (invariant 4)."""
+    in the file (docs/invariants.md, 4)."""
     return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 

@@ -20,7 +20,7 @@ _TOKEN_RE = re.compile(rf"[a-z0-9]+|[{_CJK}]+")
 _CJK_RE = re.compile(rf"[{_CJK}]")
 
 #: Changes whenever tokenisation changes; recorded with every library so an index built by
-#: another tokenizer is detected (invariant 5).
+#: another tokenizer is detected (docs/invariants.md, 5).
 TOKENIZER_VERSION = "cjk-uni-bi-nfkc-1"
 
 

@@ -12,12 +12,10 @@ The pipeline, per document, keeps ragspine's order (RESTRICTED goes before anyth
    model, ``RAGSPINE_RAY_MODEL_GPUS`` GPUs each): page images to multivectors. Ray Data streams,
    so rendering runs ahead of the encoders and the GPU does not wait on it.
 4. **write** (driver, in order of completion): each complete document goes through
-   :meth:`Engine.ingest` - staging, commit, atomic replace, thumbnails, BM25, listeners - with a
-   page encoder that answers from the pages encoded in step 3 (matched by image content). A
-   page it has no vectors for fails that document, atomically; the previous version stays.
-
-Step 4 renders the pages again (thumbnails, and the model image it looks up); a hook in the
-indexer that takes precomputed page vectors by page number would save that CPU work.
+   :meth:`Engine.ingest` with ``page_vectors`` (page number -> the vectors encoded in step 3) -
+   staging, commit, atomic replace, thumbnails, BM25, listeners - so the engine neither renders
+   model images nor encodes again. The vectors must cover exactly the pages the policy keeps; a
+   document whose pages do not match fails, atomically, and its previous version stays.
 """
 
 from __future__ import annotations

@@ -36,8 +36,9 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCT = 100
 #: Segments whose vectors of a field take fewer KB than this are searched by full scan.
 HNSW_FULL_SCAN_THRESHOLD_KB = 10_000
-#: Candidates the pooled prefetch hands to exact MaxSim on the full multivectors (issue 4:
-#: at least 200); ``bench/multivector.py`` measures recall against exhaustive MaxSim.
+#: Candidates the pooled prefetch hands to exact MaxSim on the full multivectors: 200 cost
+#: what 10 do on Qdrant Edge (docs/measured.md); ``bench/multivector.py`` measures recall
+#: against exhaustive MaxSim.
 DEFAULT_PREFETCH_LIMIT = 200
 #: Extra hits fetched beyond ``limit`` so that pages tied at the cut (identical pages, e.g.
 #: blank ones, score exactly alike) are chosen by id, not by the engine's internal order.
@@ -171,7 +172,7 @@ def check_query_multivector(query: Sequence[Sequence[float]]) -> list[list[float
 
 
 def sort_hits(hits: list[Hit], limit: int | None = None) -> list[Hit]:
-    """Best first, equal scores by id (invariant 6: same input, same ranking), cut at ``limit``."""
+    """Best first, equal scores by id (docs/invariants.md, 6: same input, same ranking), cut at ``limit``."""
     out = sorted(hits, key=lambda h: (-h.score, h.id))
     return out if limit is None else out[:limit]
 

@@ -2,7 +2,7 @@
 
 One Edge shard per library under ``<data_dir>/libraries/<name>/shard``. Measured on the
 development machines it reopens in ~0.5 s and runs pooled MaxSim 3–8x faster than
-qdrant-client's pure-Python local mode, which is why it is the default (DESIGN.md).
+qdrant-client's pure-Python local mode, which is why it is the default (docs/measured.md).
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ import qdrant_edge as qe
 
 from ragspine.errors import LibraryNotFoundError, StoreError
 from ragspine.scoring.bm25 import SparseVector
+from ragspine.store._qdrant import Condition, full_stage_params, hnsw_params, where_conditions
 from ragspine.store.base import (
     DEFAULT_PREFETCH_LIMIT,
-    HNSW_EF_CONSTRUCT,
-    HNSW_FULL_SCAN_THRESHOLD_KB,
-    HNSW_M,
     SCALAR_QUANTILE,
     TIE_OVERFETCH,
     CollectionSpec,
@@ -35,7 +33,6 @@ from ragspine.store.base import (
     Record,
     Where,
     check_query_multivector,
-    filter_value,
     payload_fields,
     sort_hits,
     stored_vector,
@@ -83,53 +80,24 @@ def _with_payload(fields: Fields) -> bool | qe.PayloadSelector:
     return qe.PayloadSelector.Include(keys) if keys else False
 
 
-def _match(value: Any) -> Any:
-    return qe.MatchValue(value)
+def _condition(c: Condition) -> Any:
+    if c.kind == "match":
+        return qe.FieldCondition(key=c.key, match=qe.MatchValue(c.value))
+    if c.kind == "any":
+        return qe.FieldCondition(key=c.key, match=qe.MatchAny(c.value))
+    return qe.FieldCondition(key=c.key, range=qe.RangeFloat(**{k: float(v) for k, v in c.value.items()}))
 
 
 def compile_where(where: Where) -> qe.Filter | None:
-    must: list[Any] = []
-    must_not: list[Any] = []
-    if where.kind is not None:
-        must.append(qe.FieldCondition(key="kind", match=_match(where.kind)))
-    if where.live is not None:
-        must.append(qe.FieldCondition(key="state", match=_match("live" if where.live else "staged")))
-    if where.doc_id is not None:
-        must.append(qe.FieldCondition(key="doc_id", match=_match(where.doc_id)))
-    if where.version is not None:
-        must.append(qe.FieldCondition(key="version", match=_match(where.version)))
-    if where.not_version is not None:
-        must_not.append(qe.FieldCondition(key="version", match=_match(where.not_version)))
-    for p in where.predicates:
-        key = where.payload_key(p)
-        v = filter_value(p.value)
-        if p.op == "eq":
-            must.append(qe.FieldCondition(key=key, match=_match(v)))
-        elif p.op == "ne":
-            must_not.append(qe.FieldCondition(key=key, match=_match(v)))
-        elif p.op == "in":
-            must.append(qe.FieldCondition(key=key, match=qe.MatchAny(list(v))))  # type: ignore[arg-type]
-        elif p.op == "nin":
-            must_not.append(qe.FieldCondition(key=key, match=qe.MatchAny(list(v))))  # type: ignore[arg-type]
-        elif p.op == "between":
-            lo, hi = v  # type: ignore[misc]
-            must.append(qe.FieldCondition(key=key, range=qe.RangeFloat(gte=float(lo), lte=float(hi))))
-        else:  # gt gte lt lte
-            must.append(qe.FieldCondition(key=key, range=qe.RangeFloat(**{p.op: float(v)})))  # type: ignore[arg-type]
+    must, must_not = where_conditions(where)
     if not must and not must_not:
         return None
-    return qe.Filter(must=must or None, must_not=must_not or None)
+    return qe.Filter(must=[_condition(c) for c in must] or None, must_not=[_condition(c) for c in must_not] or None)
 
 
 def _hnsw_config(f: DenseField) -> qe.HnswIndexConfig | None:
-    """``m=0``: no graph (full multivectors are only scanned or rescored); else Qdrant's HNSW."""
-    if f.hnsw and f.hnsw_m is None and f.hnsw_ef_construct is None:
-        return None
-    return qe.HnswIndexConfig(
-        m=(f.hnsw_m or HNSW_M) if f.hnsw else 0,
-        ef_construct=f.hnsw_ef_construct or HNSW_EF_CONSTRUCT,
-        full_scan_threshold=HNSW_FULL_SCAN_THRESHOLD_KB,
-    )
+    params = hnsw_params(f)
+    return qe.HnswIndexConfig(**params) if params is not None else None
 
 
 def _quantization_config(
@@ -148,16 +116,7 @@ _RESCORE = qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True
 
 
 def _full_stage_params(oversampling: float | None) -> qe.SearchParams:
-    """Exact MaxSim on the originals, or quantized selection of ``limit * oversampling``
-    candidates rescored with the originals. Edge 0.9 picks the final ``limit`` by the quantized
-    score even among prefetched candidates, so only ``ignore`` makes the full stage exact."""
-    if oversampling is None:
-        return qe.SearchParams(quantization=qe.QuantizationSearchParams(ignore=True))
-    if oversampling < 1:
-        raise ValueError(f"oversampling must be >= 1 (or None for exact), got {oversampling}")
-    return qe.SearchParams(
-        quantization=qe.QuantizationSearchParams(rescore=True, oversampling=float(oversampling))
-    )
+    return qe.SearchParams(quantization=qe.QuantizationSearchParams(**full_stage_params(oversampling)))
 
 
 class EdgeStore:
@@ -208,7 +167,7 @@ class EdgeStore:
             optimizers=optimizers,
             # No write-ahead log: a WAL keeps deleted text on disk after compaction. ragspine
             # flushes at every commit point instead, and its manifest entries make any
-            # unflushed, half-written version recoverable (see indexing.pipeline).
+            # unflushed, half-written version recoverable (see indexing.versions).
             wal_enabled=False,
         )
 
@@ -463,6 +422,6 @@ class EdgeStore:
                 try:
                     shard.flush()
                     shard.close()
-                except Exception:  # closing is best effort; data is in the WAL
+                except Exception:  # best effort: every commit point already flushed (no WAL)
                     logger.exception("closing an Edge shard failed")
             self._shards.clear()

@@ -1,7 +1,7 @@
 """Metadata predicates: ``{"field", "op", "value"}`` parsed and type-checked.
 
 A predicate that cannot be applied exactly is a :class:`FilterError` naming the problem —
-never a silently wider search (invariant 3). Stores compile :class:`Predicate` lists to their
+never a silently wider search (docs/invariants.md, 3). Stores compile :class:`Predicate` lists to their
 own filter types.
 """
 
@@ -57,7 +57,7 @@ def value_type(v: Any) -> str:
 def _scalar_of(field: str, op: str, v: Any) -> Scalar:
     if isinstance(v, float) and not math.isfinite(v):
         # Python's json reads NaN/Infinity; sent to a Qdrant server they serialise as null,
-        # which would drop the bound and widen the search (invariant 3).
+        # which would drop the bound and widen the search (docs/invariants.md, 3).
         raise FilterError(f"filter on '{field}' with '{op}': value {v!r} is not a finite number")
     if isinstance(v, (bool, int, float, str)):
         return v

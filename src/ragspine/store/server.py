@@ -15,11 +15,9 @@ from qdrant_client import QdrantClient, models
 
 from ragspine.errors import LibraryNotFoundError, StoreError
 from ragspine.scoring.bm25 import SparseVector
+from ragspine.store._qdrant import Condition, full_stage_params, hnsw_params, where_conditions
 from ragspine.store.base import (
     DEFAULT_PREFETCH_LIMIT,
-    HNSW_EF_CONSTRUCT,
-    HNSW_FULL_SCAN_THRESHOLD_KB,
-    HNSW_M,
     SCALAR_QUANTILE,
     TIE_OVERFETCH,
     CollectionSpec,
@@ -30,7 +28,6 @@ from ragspine.store.base import (
     Record,
     Where,
     check_query_multivector,
-    filter_value,
     payload_fields,
     sort_hits,
     stored_vector,
@@ -40,40 +37,20 @@ PREFIX = "ragspine__"
 _SCROLL_PAGE = 1000
 
 
+def _condition(c: Condition) -> models.FieldCondition:
+    if c.kind == "match":
+        return models.FieldCondition(key=c.key, match=models.MatchValue(value=c.value))
+    if c.kind == "any":
+        return models.FieldCondition(key=c.key, match=models.MatchAny(any=c.value))
+    return models.FieldCondition(key=c.key, range=models.Range(**c.value))
+
+
 def compile_where(where: Where) -> models.Filter | None:
-    must: list[Any] = []
-    must_not: list[Any] = []
-
-    def eq(key: str, v: Any) -> models.FieldCondition:
-        return models.FieldCondition(key=key, match=models.MatchValue(value=v))
-
-    if where.kind is not None:
-        must.append(eq("kind", where.kind))
-    if where.live is not None:
-        must.append(eq("state", "live" if where.live else "staged"))
-    if where.doc_id is not None:
-        must.append(eq("doc_id", where.doc_id))
-    if where.version is not None:
-        must.append(eq("version", where.version))
-    if where.not_version is not None:
-        must_not.append(eq("version", where.not_version))
-    for p in where.predicates:
-        key, v = where.payload_key(p), filter_value(p.value)
-        if p.op == "eq":
-            must.append(eq(key, v))
-        elif p.op == "ne":
-            must_not.append(eq(key, v))
-        elif p.op in ("in", "nin"):
-            cond = models.FieldCondition(key=key, match=models.MatchAny(any=list(v)))  # type: ignore[arg-type]
-            (must if p.op == "in" else must_not).append(cond)
-        elif p.op == "between":
-            lo, hi = v  # type: ignore[misc]
-            must.append(models.FieldCondition(key=key, range=models.Range(gte=lo, lte=hi)))
-        else:
-            must.append(models.FieldCondition(key=key, range=models.Range(**{p.op: v})))
+    must, must_not = where_conditions(where)
     if not must and not must_not:
         return None
-    return models.Filter(must=must or None, must_not=must_not or None)
+    return models.Filter(must=[_condition(c) for c in must] or None,
+                         must_not=[_condition(c) for c in must_not] or None)
 
 
 def _with_payload(fields: Fields) -> bool | models.PayloadSelectorInclude:
@@ -90,14 +67,8 @@ def _hits(points: Sequence[models.ScoredPoint]) -> list[Hit]:
 
 
 def _hnsw_config(f: DenseField) -> models.HnswConfigDiff | None:
-    """``m=0``: no graph (full multivectors are only scanned or rescored); else Qdrant's HNSW."""
-    if f.hnsw and f.hnsw_m is None and f.hnsw_ef_construct is None:
-        return None
-    return models.HnswConfigDiff(
-        m=(f.hnsw_m or HNSW_M) if f.hnsw else 0,
-        ef_construct=f.hnsw_ef_construct or HNSW_EF_CONSTRUCT,
-        full_scan_threshold=HNSW_FULL_SCAN_THRESHOLD_KB,
-    )
+    params = hnsw_params(f)
+    return models.HnswConfigDiff(**params) if params is not None else None
 
 
 def _quantization_config(
@@ -119,15 +90,7 @@ _RESCORE = models.SearchParams(quantization=models.QuantizationSearchParams(resc
 
 
 def _full_stage_params(oversampling: float | None) -> models.SearchParams:
-    """Exact MaxSim on the originals, or quantized selection of ``limit * oversampling``
-    candidates rescored with the originals (same semantics as the Edge backend)."""
-    if oversampling is None:
-        return models.SearchParams(quantization=models.QuantizationSearchParams(ignore=True))
-    if oversampling < 1:
-        raise ValueError(f"oversampling must be >= 1 (or None for exact), got {oversampling}")
-    return models.SearchParams(
-        quantization=models.QuantizationSearchParams(rescore=True, oversampling=float(oversampling))
-    )
+    return models.SearchParams(quantization=models.QuantizationSearchParams(**full_stage_params(oversampling)))
 
 
 class ServerStore:

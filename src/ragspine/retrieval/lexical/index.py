@@ -36,7 +36,7 @@ bound of its postings) exceeds it is searched by the store. The payload cache ho
 (676k postings, 12.4k points): 18.6 MB of arrays, 1.8-2.4 s to build from the store.
 
 RESTRICTED pages never reach the store (:mod:`ragspine.policy`); a point whose
-sensitivity is RESTRICTED is still never indexed here, nor cached (invariant 1).
+sensitivity is RESTRICTED is still never indexed here, nor cached (docs/invariants.md, 1).
 """
 
 from __future__ import annotations
