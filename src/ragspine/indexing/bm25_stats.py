@@ -59,8 +59,8 @@ class LibraryStatistics:
                 old = LengthStats.from_json(removed.get("chunk" if name == SPARSE_CHUNK else "page"))
                 st.tokens -= old.tokens
                 st.count -= old.count
-            if st.basis <= 0:
-                st.basis = add.avgdl or 1.0
+            if st.basis <= 0 and add.tokens:  # the first document with text sets the basis
+                st.basis = add.avgdl
         self.libraries.save(rec)
         self.maybe_reweight(library)
 
@@ -70,7 +70,8 @@ class LibraryStatistics:
         rec = self.libraries.get(library)
         drifted = [
             n for n, st in rec.stats.items()
-            if st.count and st.basis > 0 and abs(st.avgdl - st.basis) / st.avgdl > AVGDL_DRIFT
+            # A field without tokens (documents with no text at all) has no average to drift.
+            if st.tokens > 0 and st.basis > 0 and abs(st.avgdl - st.basis) / st.avgdl > AVGDL_DRIFT
         ]
         if drifted:
             self.reweight(library, drifted)
