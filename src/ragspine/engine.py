@@ -20,7 +20,7 @@ from ragspine.retrieval.explain import SimilarityMap, image_token_index, similar
 from ragspine.models.modelset import ModelSet
 from ragspine.indexing import DocumentMetadata, Indexer, IngestResult, Thumbnails
 from ragspine.scoring.bm25 import BM25Params
-from ragspine.retrieval.lexical_index import LexicalIndex
+from ragspine.retrieval.lexical import LexicalIndex
 from ragspine.retrieval.search import Searcher, SearchRequest, SearchResponse
 from ragspine.store import Store, open_store
 
