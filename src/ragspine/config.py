@@ -58,6 +58,19 @@ class Settings(BaseSettings):
     #: Height of the top and bottom bands searched for markers, as a fraction of page height.
     marker_band: float = Field(default=0.12, gt=0.0, le=0.5)
 
+    #: OCR of text that exists only as pixels, before the RESTRICTED policy reads the page:
+    #: ``auto`` (pages with no text layer, large raster images, images in the marker bands),
+    #: ``full`` (every page) or ``off``.
+    ocr: Literal["auto", "full", "off"] = "auto"
+    #: Resolution regions are rendered at for OCR: 120 dpi read 9 pt and 6.5 pt text completely
+    #: (bench/ocr_engine.py), and recognition, not the render, is most of the cost.
+    ocr_dpi: int = Field(default=120, ge=50, le=400)
+    #: ``auto``: a page whose text layer has fewer non-space characters than this is read whole.
+    ocr_min_text_chars: int = Field(default=10, ge=0)
+    #: ``auto``: a raster image (after merging overlapping strips) covering at least this share
+    #: of its page is read.
+    ocr_min_image_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+
     #: Target passage length in characters, and the overlap between neighbouring passages.
     chunk_chars: int = Field(default=480, gt=0)
     chunk_overlap: int = Field(default=80, ge=0)

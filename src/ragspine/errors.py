@@ -53,6 +53,14 @@ class EmptyPDFError(DocumentError):
     title = "Empty PDF"
 
 
+class NoTextError(DocumentError):
+    """Nothing of the document could be made searchable: no text layer, OCR found no text (or
+    is off), and the library has no page vectors to search the images by."""
+
+    type = "no-text"
+    title = "No text to index"
+
+
 class OversizeError(DocumentError):
     status = 413
     type = "too-large"

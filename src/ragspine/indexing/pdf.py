@@ -40,6 +40,8 @@ class TextBlock:
     bbox: BBox
     start: int
     end: int
+    #: Where the text came from: the PDF's text layer (``pdf``) or OCR of its pixels (``ocr``).
+    source: str = "pdf"
 
 
 @dataclass
@@ -53,6 +55,9 @@ class PageContent:
     lines: list[tuple[str, BBox]] = field(default_factory=list)
     has_images: bool = False
     has_drawings: bool = False
+    #: Lines read by OCR (PDF points), in reading order; the policy reads them as well, and
+    #: a short one anywhere on the page counts as a stamp.
+    ocr_lines: list[tuple[str, BBox]] = field(default_factory=list)
 
 
 @dataclass

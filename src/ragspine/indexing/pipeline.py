@@ -37,11 +37,12 @@ from ragspine.catalog import (
     pooled_vectors,
 )
 from ragspine.config import Settings
-from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, OversizeError
+from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, NoTextError, OversizeError
 from ragspine.indexing.bm25_stats import UPSERT_BATCH, LibraryStatistics
 from ragspine.indexing.chunking import chunk_spans
 from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
+from ragspine.indexing.ocr import OcrReport, OcrStage
 from ragspine.indexing.pdf import PageContent, ParsedPDF, open_pdf
 from ragspine.indexing.render import PageRenderer, RenderProcesses
 from ragspine.indexing.textpage import text_page
@@ -91,6 +92,8 @@ class IngestResult:
     chunks: int = 0
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    #: Pages whose pixels OCR read text from (see :mod:`ragspine.indexing.ocr`).
+    pages_ocr: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +119,8 @@ class Indexer:
         self.versions = Versions(store, libraries, thumbs, self.stats)
         #: Worker processes that render pages for a page model (RAGSPINE_RENDER_WORKERS).
         self.renders = RenderProcesses(settings.render_workers)
+        #: OCR of pages whose text is only in pixels, before the policy (RAGSPINE_OCR).
+        self.ocr = OcrStage(settings, self.renders)
         #: Called after each step of a replace with the step's name; tests inject failures here.
         self.step_hook: Callable[[str], None] | None = None
         self.listeners = Listeners()
@@ -139,6 +144,7 @@ class Indexer:
             "policy": [sorted(self.policy.markers), self.policy.band],
             "bm25": self.bm25.revision,
             "thumb": [s.thumbnail_dpi, s.thumbnail_max_px],
+            "ocr": self.ocr.opts.key(),
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -153,8 +159,12 @@ class Indexer:
         filename: str | None = None,
         progress: Progress | None = None,
         page_vectors: Mapping[int, Any] | None = None,
+        ocr_progress: Progress | None = None,
     ) -> IngestResult:
         """Index one PDF as a new version of its document (see the module docstring).
+
+        ``progress(done, total)`` counts pages written; ``ocr_progress(done, total)`` counts
+        the pages OCR reads first (only pages that need it: see :mod:`ragspine.indexing.ocr`).
 
         ``page_vectors`` (page number → :class:`~ragspine.models.base.EncodedPage`) are page
         embeddings computed upstream (the Ray Data bulk ingest encodes on a GPU actor pool):
@@ -188,8 +198,11 @@ class Indexer:
             data, max_pages=self.settings.max_pages, max_page_side_pt=self.settings.max_page_side_pt
         )
         try:
+            # Before the policy: a stamp that exists only in pixels must be read to be obeyed.
+            ocr = self.ocr.apply(parsed, key=f"{library}/{doc_id}/{pdf_sha[:16]}", encoder=self.models.page,
+                                 progress=ocr_progress)
             return self._ingest_parsed(library, parsed, meta, pdf_sha, doc_id, filename, progress, t0,
-                                       page_vectors=page_vectors)
+                                       page_vectors=page_vectors, ocr=ocr)
         finally:
             parsed.close()
 
@@ -264,6 +277,7 @@ class Indexer:
         progress: Progress | None,
         t0: float,
         page_vectors: Mapping[int, Any] | None = None,
+        ocr: OcrReport | None = None,
     ) -> IngestResult:
         total = len(parsed.pages)
         dropped = self.policy.restricted_pages(parsed.pages, meta.page_sensitivity)
@@ -306,6 +320,15 @@ class Indexer:
                 if models.has_page and models.page is None:
                     models = replace(models, page=_Precomputed(page_vectors), page_missing=None)
             models.require_writable(library)
+            if models.page is None and not any(p.text.strip() for p in kept):
+                # Nothing would be searchable: no words and no page vectors. Refused before
+                # anything is written (a previous version, if any, stays).
+                raise NoTextError(
+                    f"document '{doc_id}' has no text to index: its pages have no text layer and OCR "
+                    + ("is off (RAGSPINE_OCR=off)" if self.ocr.opts.mode == "off" else "found no text in them")
+                    + f", and library '{library}' has no page model to search page images by. Turn OCR on "
+                    "(RAGSPINE_OCR=auto), or use a library created with a page model (RAGSPINE_PAGE_MODEL)"
+                )
             old_version = int(prev["active_version"]) if prev and prev.get("active_version") else None
             version = max(int(prev.get("max_version", 0)) if prev else 0, old_version or 0) + 1
             fields = meta.fields()
@@ -381,7 +404,7 @@ class Indexer:
         )
         return IngestResult(
             library, doc_id, "indexed", version, total, len(kept), dropped, n_chunks,
-            time.perf_counter() - t0, warnings,
+            time.perf_counter() - t0, warnings, pages_ocr=sum(1 for p in kept if p.ocr_lines),
         )
 
     def _write_version(
@@ -404,16 +427,19 @@ class Indexer:
         per_page: list[tuple[PageContent, list[tuple[int, int, tuple[float, ...]]], list[list[str]], list[str]]] = []
         chunk_stats, page_stats = LengthStats(), LengthStats()
         for page in parsed.pages:
-            spans = chunk_spans(page.text, [(b.start, b.end) for b in page.blocks], s.chunk_chars, s.chunk_overlap)
+            # Text-layer and OCR paragraphs are chunked apart, so every passage has one source.
+            spans = [(sp, src) for src in ("pdf", "ocr")
+                     for sp in chunk_spans(page.text, [(b.start, b.end) for b in page.blocks if b.source == src],
+                                           s.chunk_chars, s.chunk_overlap)]
             chunks = []
-            for sp in spans:
+            for sp, src in spans:
                 covered = [b.bbox for b in page.blocks if b.start < sp.end and b.end > sp.start]
                 bbox = (
                     min(b[0] for b in covered), min(b[1] for b in covered),
                     max(b[2] for b in covered), max(b[3] for b in covered),
                 ) if covered else (0.0, 0.0, page.width, page.height)
-                chunks.append((sp.start, sp.end, bbox))
-            ctoks = [tokenize(page.text[a:b]) for a, b, _ in chunks]
+                chunks.append((sp.start, sp.end, bbox, src))
+            ctoks = [tokenize(page.text[a:b]) for a, b, _, _ in chunks]
             ptoks = tokenize(page.text)
             chunk_stats.tokens += sum(len(t) for t in ctoks)
             chunk_stats.count += len(ctoks)
@@ -479,19 +505,20 @@ class Indexer:
                             pv["_image_mask"] = _mask_runs(enc.image_mask)
                     chunk_dense: list[Any] = []
                     if models.dense is not None:
-                        texts = [page.text[a:b] for page, chunks, _, _ in batch for a, b, _ in chunks]
+                        texts = [page.text[a:b] for page, chunks, _, _ in batch for a, b, _, _ in chunks]
                         chunk_dense = list(models.dense.encode(texts, kind="document")) if texts else []
                     points: list[PointData] = []
                     ci = 0
                     for (page, chunks, ctoks, ptoks), (png, _), pv in zip(batch, rendered, page_vecs):
                         chunk_refs = []
-                        for i, ((a, b, bbox), toks) in enumerate(zip(chunks, ctoks)):
+                        for i, ((a, b, bbox, src), toks) in enumerate(zip(chunks, ctoks)):
                             chunk_id = f"{doc_id}/p{page.number}/c{i}"
-                            chunk_refs.append({"chunk_id": chunk_id, "start": a, "end": b, "bbox": list(bbox)})
+                            chunk_refs.append({"chunk_id": chunk_id, "start": a, "end": b, "bbox": list(bbox),
+                                               "text_source": src})
                             payload = {
                                 **base, "kind": KIND_CHUNK, "state": "staged", "version": version,
                                 "page": page.number, CLASSIFICATION: classes[page.number], "chunk_id": chunk_id, "start": a, "end": b,
-                                "bbox": list(bbox), "text": page.text[a:b],
+                                "bbox": list(bbox), "text": page.text[a:b], "text_source": src,
                             }
                             sparse = {SPARSE_CHUNK: document_vector(toks, avg_c, self.bm25)} if toks else {}
                             dense = {DENSE_CHUNK: chunk_dense[ci]} if chunk_dense else {}

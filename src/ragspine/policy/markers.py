@@ -35,6 +35,11 @@ class PageLines(Protocol):
     @property
     def lines(self) -> Sequence[tuple[str, BBox]]: ...
 
+    @property
+    def ocr_lines(self) -> Sequence[tuple[str, BBox]]:
+        """Lines read from the page's pixels by OCR (empty when none were)."""
+        ...
+
 
 def normalize_sensitivity(value: object) -> str | None:
     """Sensitivity compared case-insensitively after trimming: ``' restricted '`` → ``RESTRICTED``."""
@@ -109,26 +114,42 @@ class PagePolicy:
     def marked(self, page: PageLines) -> bool:
         """True when a text line touching the top or bottom band carries a marker: as
         configured (case-sensitive), in any case when the line is a short label, or after a
-        classification label ("Classification: restricted") in a line of any length."""
+        classification label ("Classification: restricted") in a line of any length. Lines read
+        by OCR count the same way in the bands, and anywhere on the page when they are a stamp:
+        a short line with the marker as configured ("RESTRICTED" in red across a scan)."""
         top = page.height * self.band
         bottom = page.height * (1.0 - self.band)
+        ocr = list(getattr(page, "ocr_lines", ()) or ())
+        for raw, (_x0, y0, _x1, y1) in [*page.lines, *ocr]:
+            if y0 > top and y1 < bottom:
+                continue
+            if self._line_marked(raw):
+                return True
+        return any(self._stamp(raw) for raw, _ in ocr)
+
+    def _line_marked(self, raw: str) -> bool:
         exact: re.Pattern[str] = self._exact  # type: ignore[attr-defined]
         any_case: re.Pattern[str] = self._any_case  # type: ignore[attr-defined]
         labelled: re.Pattern[str] = self._labelled  # type: ignore[attr-defined]
-        for raw, (_x0, y0, _x1, y1) in page.lines:
-            if y0 > top and y1 < bottom:
-                continue
-            # Full-width letters (ＲＥＳＴＲＩＣＴＥＤ) fold to ASCII first.
-            text = unicodedata.normalize("NFKC", raw)
-            if exact.search(text):
-                return True
-            if len(text.strip()) <= LABEL_MAX_CHARS and (
-                any_case.search(text) or any_case.search(_SPACES.sub("", text))  # "R E S T R I C T E D"
-            ):
-                return True
-            if labelled.search(text):
-                return True
-        return False
+        # Full-width letters (ＲＥＳＴＲＩＣＴＥＤ) fold to ASCII first.
+        text = unicodedata.normalize("NFKC", raw)
+        if exact.search(text):
+            return True
+        if len(text.strip()) <= LABEL_MAX_CHARS and (
+            any_case.search(text) or any_case.search(_SPACES.sub("", text))  # "R E S T R I C T E D"
+        ):
+            return True
+        return bool(labelled.search(text))
+
+    def _stamp(self, raw: str) -> bool:
+        """A stamp: a short OCR line holding the marker as configured, or a classification
+        label, wherever it stands. Prose ("restricted stock units" in a chart legend) is not."""
+        exact: re.Pattern[str] = self._exact  # type: ignore[attr-defined]
+        labelled: re.Pattern[str] = self._labelled  # type: ignore[attr-defined]
+        text = unicodedata.normalize("NFKC", raw)
+        if len(text.strip()) > LABEL_MAX_CHARS:
+            return False
+        return bool(exact.search(text) or exact.search(_SPACES.sub("", text)) or labelled.search(text))
 
     def restricted_pages(
         self, pages: Iterable[PageLines], overrides: Mapping[int, str] | None = None

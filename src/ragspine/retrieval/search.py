@@ -107,6 +107,8 @@ class SearchHit:
     via: list[dict[str, Any]] | None = None
     #: The cited page's own classification (checked at every exit; not part of the JSON).
     classification: str | None = None
+    #: Where the passage's text came from: the PDF's text layer (``pdf``) or OCR (``ocr``).
+    text_source: str = "pdf"
 
     def restricted(self) -> bool:
         return point_restricted({CLASSIFICATION: self.classification, **self.metadata})
@@ -125,6 +127,7 @@ class SearchHit:
             "bbox": self.bbox,
             "chunk_id": self.chunk_id,
             "text": self.text,
+            "text_source": self.text_source,
             "scores": self.scores,
             "metadata": self.metadata,
         }
@@ -173,7 +176,8 @@ def best_passage(query_tokens: list[str], page_payload: dict[str, Any]) -> dict[
     if best is None:
         return {**base, "chunk_id": f"{page_payload['doc_id']}/p{page_payload['page']}", "text": text,
                 "bbox": [0.0, 0.0, page_payload.get("width", 0.0), page_payload.get("height", 0.0)]}
-    return {**base, "chunk_id": best["chunk_id"], "text": text[best["start"] : best["end"]], "bbox": best["bbox"]}
+    return {**base, "chunk_id": best["chunk_id"], "text": text[best["start"] : best["end"]], "bbox": best["bbox"],
+            "text_source": best.get("text_source", "pdf")}
 
 
 #: Payload keys a channel needs to rank: which page a hit is, whether it is current, and
@@ -541,6 +545,7 @@ class Searcher:
                     version=int(p["version"]),
                     metadata=dict(p.get("meta") or {}),
                     classification=p.get(CLASSIFICATION),
+                    text_source=p.get("text_source", "pdf"),
                 )
             )
         timings["fetch"] = round((time.perf_counter() - t) * 1000, 3)

@@ -1,0 +1,188 @@
+"""OCR during ingest: text that exists only as pixels (scans, slides exported as images, raster
+charts, stamps) joins the page's text before the RESTRICTED policy reads it.
+
+It runs right after parsing and before the policy, so a page whose only classification mark is
+a stamp in its pixels is dropped like any other RESTRICTED page: before rendering for the page
+model, thumbnails, BM25 or the graph. What is read depends on ``RAGSPINE_OCR``:
+
+* ``auto`` (default): pages whose text layer is (nearly) empty, raster images that cover at
+  least ``RAGSPINE_OCR_MIN_IMAGE_FRACTION`` of a page, and images that reach into the marker
+  bands (stamps). A born-digital page without such images costs one plan (about a millisecond).
+* ``full``: every page. ``off``: none.
+
+OCR lines keep their boxes in PDF points: each becomes a text block (``source="ocr"``) after the
+text layer's, so passages, bboxes and highlights work as for born-digital text, and hits say
+``text_source: "ocr"``. Pages are read on the calling thread, or on the render worker
+processes (``RAGSPINE_RENDER_WORKERS``) when there are some; identical renders are read once per
+document (:class:`ragspine.ocr.OcrCache`). Nothing here logs page text.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any
+
+import pymupdf
+
+from ragspine.config import Settings
+from ragspine.indexing.pdf import PARAGRAPH_SEP, PageContent, ParsedPDF, TextBlock
+from ragspine.indexing.render import RenderProcesses
+from ragspine.ocr import OcrCache, PageOcr, RapidOcrEngine, ocr_page, plan_page
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+#: Pages per task sent to a worker process.
+_PAGES_PER_TASK = 2
+
+
+@dataclass(frozen=True)
+class OcrOptions:
+    """What ``RAGSPINE_OCR*`` says, in a form worker processes receive (picklable)."""
+
+    mode: str  # auto | full | off
+    dpi: int
+    min_text_chars: int
+    min_image_fraction: float
+    band: float  # the policy's marker band: stamps there are read in auto mode
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> "OcrOptions":
+        return cls(s.ocr, s.ocr_dpi, s.ocr_min_text_chars, s.ocr_min_image_fraction, s.marker_band)
+
+    def key(self) -> list[Any]:
+        """What changes the text a document is indexed with (part of its content key)."""
+        if self.mode == "off":
+            return ["off"]
+        return [self.mode, self.dpi, self.min_text_chars, self.min_image_fraction, self.band]
+
+
+@dataclass
+class OcrReport:
+    """What OCR did for one document (counts only: no text)."""
+
+    pages: int = 0  # pages with at least one region read
+    lines: int = 0
+    seconds: float = 0.0
+
+
+# One engine per process: the ONNX sessions load once (about a second) and are reused.
+_ENGINE: RapidOcrEngine | None = None
+_ENGINE_LOCK = threading.Lock()
+
+
+def _engine() -> RapidOcrEngine:
+    global _ENGINE
+    with _ENGINE_LOCK:
+        if _ENGINE is None:
+            _ENGINE = RapidOcrEngine()
+        return _ENGINE
+
+
+def _read(page: pymupdf.Page, opts: OcrOptions, cache: OcrCache) -> PageOcr:
+    return ocr_page(page, _engine(), mode=opts.mode, dpi=opts.dpi,  # type: ignore[arg-type]
+                    min_text_chars=opts.min_text_chars, min_image_fraction=opts.min_image_fraction,
+                    band=opts.band, cache=cache)
+
+
+_WORKER_DOCS: dict[str, tuple[pymupdf.Document, OcrCache]] = {}
+
+
+def ocr_pages_worker(key: str, source: bytes | str, numbers: list[int], opts: OcrOptions) -> dict[int, PageOcr]:
+    """In a worker process: OCR of the 1-based pages ``numbers``. The worker keeps the last
+    documents it opened (by ``key``) and a cache per document."""
+    got = _WORKER_DOCS.get(key)
+    if got is None:
+        while len(_WORKER_DOCS) >= 2:
+            _WORKER_DOCS.pop(next(iter(_WORKER_DOCS)))[0].close()
+        doc = (pymupdf.open(source, filetype="pdf") if isinstance(source, str)
+               else pymupdf.open(stream=source, filetype="pdf"))
+        got = _WORKER_DOCS[key] = (doc, OcrCache())
+    doc, cache = got
+    return {n: _read(doc.load_page(n - 1), opts, cache) for n in numbers}
+
+
+class OcrStage:
+    """Reads the pixels of the pages that need it and merges what it reads into them."""
+
+    def __init__(self, settings: Settings, procs: RenderProcesses) -> None:
+        self.opts = OcrOptions.from_settings(settings)
+        self.procs = procs
+
+    def pages_to_read(self, parsed: ParsedPDF) -> list[int]:
+        """1-based numbers of the pages with something to read (the plan only: no rendering)."""
+        o = self.opts
+        if o.mode == "off" or parsed.doc is None:
+            return []
+        return [p.number for p in parsed.pages
+                if plan_page(parsed.doc.load_page(p.number - 1), o.mode,  # type: ignore[arg-type]
+                             o.min_text_chars, o.min_image_fraction, o.band)]
+
+    def apply(self, parsed: ParsedPDF, *, key: str, encoder: Any = None,
+              progress: Progress | None = None) -> OcrReport:
+        """OCR the pages that need it and add the lines to ``parsed.pages``; returns counts."""
+        report = OcrReport()
+        numbers = self.pages_to_read(parsed)
+        if not numbers:
+            return report
+        t0 = time.perf_counter()
+        results = self._run(parsed, numbers, key, encoder, progress)
+        by_number = {p.number: p for p in parsed.pages}
+        for n, res in results.items():
+            if res.lines:
+                merge_ocr(by_number[n], res)
+                report.pages += 1
+                report.lines += len(res.lines)
+        report.seconds = time.perf_counter() - t0
+        logger.info("OCR read %d lines on %d of %d planned pages in %.1f s",
+                    report.lines, report.pages, len(numbers), report.seconds)
+        return report
+
+    def _run(self, parsed: ParsedPDF, numbers: Sequence[int], key: str, encoder: Any,
+             progress: Progress | None) -> dict[int, PageOcr]:
+        pool = self.procs.get(encoder) if parsed.source is not None else None
+        out: dict[int, PageOcr] = {}
+        if pool is not None:
+            src = parsed.source if isinstance(parsed.source, (bytes, bytearray)) else str(parsed.source)
+            futs: list[Future[dict[int, PageOcr]]] = []
+            try:
+                for i in range(0, len(numbers), _PAGES_PER_TASK):
+                    futs.append(pool.submit(ocr_pages_worker, key, src, list(numbers[i:i + _PAGES_PER_TASK]),
+                                            self.opts))
+                for fut in futs:
+                    out.update(fut.result())
+                    if progress is not None:
+                        progress(len(out), len(numbers))
+                return out
+            except BrokenProcessPool:
+                self.procs.mark_broken()
+                out = {}  # read everything again on this thread
+        cache = OcrCache()
+        assert parsed.doc is not None
+        for n in numbers:
+            out[n] = _read(parsed.doc.load_page(n - 1), self.opts, cache)
+            if progress is not None:
+                progress(len(out), len(numbers))
+        return out
+
+
+def merge_ocr(page: PageContent, res: PageOcr) -> None:
+    """Append the OCR lines to the page: each line one paragraph (``source="ocr"``) after the
+    text layer's paragraphs, and every line to ``ocr_lines`` for the policy."""
+    text = page.text
+    blocks = list(page.blocks)
+    for line in res.lines:
+        if text:
+            text += PARAGRAPH_SEP
+        start = len(text)
+        text += line.text
+        blocks.append(TextBlock(line.text, line.box, start, len(text), source="ocr"))
+        page.ocr_lines.append((line.text, line.box))
+    page.text = text
+    page.blocks = blocks

@@ -1,0 +1,50 @@
+"""Targeted OCR of PDF pages: scans, and the raster charts and slides inside born-digital pages.
+
+::
+
+    engine = RapidOcrEngine()              # loads PP-OCRv4 on first use
+    cache = OcrCache()                     # one per document
+    for page in doc:
+        result = ocr_page(page, engine, mode="auto", dpi=150,
+                          min_text_chars=50, min_image_fraction=0.1, cache=cache)
+        for line in result.lines:          # reading order
+            line.text, line.box            # box: PDF points, unrotated page space
+
+Every box is ``(x0, y0, x1, y1)``, origin top-left: in pixels for :class:`OcrLine` (what an
+engine returns), in PDF points of the unrotated page (the space of ``page.get_text``) for
+:class:`Region` and :class:`PageLine`.
+
+Needs ``rapidocr-onnxruntime`` (the engine, imported on first use) and ``wordninja`` (its
+word list splits glued English words); both are named in the error raised when absent.
+"""
+
+from ragspine.ocr.base import (
+    OcrEngine,
+    OcrError,
+    OcrInputError,
+    OcrLine,
+    OcrUnavailableError,
+)
+from ragspine.ocr.page import OcrCache, PageLine, PageOcr, ocr_page
+from ragspine.ocr.plan import MAX_SIDE_PX, OcrMode, Region, plan_page, render_region
+from ragspine.ocr.rapid import RapidOcrEngine
+from ragspine.ocr.words import split_glued
+
+__all__ = [
+    "MAX_SIDE_PX",
+    "OcrCache",
+    "OcrEngine",
+    "OcrError",
+    "OcrInputError",
+    "OcrLine",
+    "OcrMode",
+    "OcrUnavailableError",
+    "PageLine",
+    "PageOcr",
+    "RapidOcrEngine",
+    "Region",
+    "ocr_page",
+    "plan_page",
+    "render_region",
+    "split_glued",
+]
