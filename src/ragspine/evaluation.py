@@ -41,7 +41,7 @@ import unicodedata
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,9 @@ class Dataset:
     split: str
     queries: dict[str, str]  # in file order
     qrels: dict[str, dict[str, int]]  # relevant judgments only (score > 0)
+    #: Query -> the evidence types its answer cites (``metadata.evidence_sources``: Chart,
+    #: Figure, Table, ...), where the dataset says so.
+    evidence: dict[str, list[str]] = field(default_factory=dict)
 
 
 # -- loading -----------------------------------------------------------------------------------
@@ -136,14 +139,17 @@ def load_dataset(root: Path, split: str = "dev") -> Dataset:
     if not (root / "queries.jsonl").is_file():
         raise InvalidRequestError(f"{root} has no queries.jsonl")
     path, used = qrels_file(root, split)
-    queries = {str(q["_id"]): str(q.get("text", "")) for q in _jsonl(root / "queries.jsonl")}
+    rows = list(_jsonl(root / "queries.jsonl"))
+    queries = {str(q["_id"]): str(q.get("text", "")) for q in rows}
+    evidence = {str(q["_id"]): [str(t) for t in (q.get("metadata") or {}).get("evidence_sources") or []]
+                for q in rows if isinstance(q.get("metadata"), dict)}
     qrels = load_qrels(path)
     unknown = [q for q in qrels if q not in queries]
     if unknown:
         raise InvalidRequestError(
             f"{path} judges {len(unknown)} queries missing from queries.jsonl (e.g. {unknown[0]!r})"
         )
-    return Dataset(root.name, layout, root, used, queries, qrels)
+    return Dataset(root.name, layout, root, used, queries, qrels, {q: t for q, t in evidence.items() if t})
 
 
 # -- indexing ----------------------------------------------------------------------------------
@@ -206,7 +212,7 @@ def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool) -> tupl
     """Ingest every PDF; returns ``doc_id → pdf file name`` and counts."""
     files = sorted((ds.root / "documents").glob("*.pdf"))
     to_file: dict[str, str] = {}
-    pages = indexed = 0
+    pages = indexed = ocr_pages = 0
     failed: list[str] = []
     bar = _bar(len(files), "ingest", progress)
     taken: set[str] = set()
@@ -222,12 +228,15 @@ def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool) -> tupl
             to_file[doc_id] = f.name
             pages += res.pages_total
             indexed += res.pages_indexed
+            ocr_pages += res.pages_ocr
         if bar is not None:
+            bar.set_postfix(pages=pages, ocr=ocr_pages, refresh=False)
             bar.update()
     if bar is not None:
         bar.close()
     return to_file, {
         "documents": len(files), "documents_failed": failed, "pages": pages, "pages_indexed": indexed,
+        "pages_ocr": ocr_pages, "ocr": engine.settings.ocr,
     }
 
 
@@ -419,10 +428,33 @@ def evaluate_variants(
             }
             if ds.layout == "beir":
                 out["with_title"] = with_title
+            by_type = _by_evidence_type(ds, judged, run, ranx)
+            if by_type:
+                out["by_evidence_type"] = by_type
             if variants[name]:
                 out["variant"] = dict(variants[name])
             results[name] = out
     return results
+
+
+def _by_evidence_type(ds: Dataset, judged: list[str], run: dict[str, dict[str, float]],
+                      ranx: Any) -> dict[str, dict[str, Any]]:
+    """nDCG@10 over the judged queries of each evidence type (a query citing a chart and a table
+    counts in both)."""
+    types: dict[str, list[str]] = {}
+    for q in judged:
+        for t in ds.evidence.get(q, []):
+            types.setdefault(t, []).append(q)
+    out: dict[str, dict[str, Any]] = {}
+    for t, qs in sorted(types.items()):
+        sub = {q: run[q] for q in qs}
+        if any(sub.values()):
+            score = ranx.evaluate(ranx.Qrels({q: dict(ds.qrels[q]) for q in qs}), ranx.Run(sub), "ndcg@10",
+                                  make_comparable=True)
+        else:
+            score = 0.0
+        out[t] = {"queries": len(qs), "ndcg@10": round(float(score), 4)}
+    return out
 
 
 def _run_queries(

@@ -206,6 +206,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not Path(args.dataset).is_dir():
         _fail(f"no such dataset folder: {args.dataset}")
     settings = _settings(args)
+    if args.ocr is not None:
+        settings = settings.model_copy(update={"ocr": args.ocr})
     if args.mode == "hybrid" and not settings.page_model and not settings.dense_model:
         from ragspine.models.registry import DEFAULT_DENSE_MODEL
 
@@ -224,6 +226,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(json.dumps(result, ensure_ascii=False))
     else:
         for k, v in result.items():
+            if k == "by_evidence_type":
+                for t, r in v.items():
+                    print(f"{'ndcg@10':>14}: {r['ndcg@10']:.4f}  {t} ({r['queries']} queries)")
+                continue
             print(f"{k:>14}: {v:.4f}" if isinstance(v, float) else f"{k:>14}: {v}")
     return 0
 
@@ -392,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--split", default="dev")
     s.add_argument("--mode", default="bm25", choices=["auto", "hybrid", "vector", "bm25", "lexical", "economy"])
     s.add_argument("--limit", type=int, default=None, help="evaluate only the first N queries")
+    s.add_argument("--ocr", choices=["auto", "full", "off"], default=None,
+                   help="OCR of text in pixels while indexing a PDF dataset (default: RAGSPINE_OCR)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_eval)
 
