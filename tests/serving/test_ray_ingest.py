@@ -88,3 +88,53 @@ def test_bulk_ingest_matches_local_and_skips_unchanged(tmp_path: Path) -> None:
             bulk.close()
     finally:
         local.close()
+
+
+def test_bulk_ingest_reads_pixels_once_and_drops_stamped_pages_before_encoding(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import scans
+    from scans import RED, Line, ScanPage
+
+    from ragspine.engine import Engine
+    from ragspine.indexing.ocr import OcrStage
+    from ragspine.serving.ray_ingest import bulk_ingest
+
+    model = ray_kit.tiny_models(tmp_path / "tiny", "colpali")["colpali"]
+    folder = tmp_path / "pdfs"
+    folder.mkdir()
+    (folder / "scanned.pdf").write_bytes(scans.scan_pdf([
+        ScanPage([Line("Container volumes doubled", y=240)]),
+        ScanPage([Line("Harbour tender figures", y=240), Line("RESTRICTED", x=200, y=450, size=40, color=RED)]),
+        ScanPage([Line("Dredging finished early", y=240)]),
+    ]))
+    paths = sorted(folder.glob("*.pdf"))
+    kw = {"page_model": str(model), "device": "cpu", "reranker": "none", "page_render_dpi": 36}
+    ray_settings = clean_settings(data_dir=tmp_path / "ray", **kw)
+    lines: list[str] = []
+
+    def no_second_reading(*a: object, **k: object) -> None:
+        raise AssertionError("the writer read the pixels again")
+
+    with ray_kit.local_ray(num_cpus=2):
+        monkeypatch.setattr(OcrStage, "apply", no_second_reading)  # the driver's; Ray workers read
+        report = bulk_ingest(ray_settings, LIB, paths, {}, encoders=1, batch_size=4,
+                             echo=lines.append, progress=False)
+        monkeypatch.undo()
+    assert (report.indexed, report.failed, report.pages_encoded) == (1, 0, 2), lines
+
+    local = Engine(clean_settings(data_dir=tmp_path / "local", **kw))
+    bulk = Engine(ray_settings)
+    try:
+        local.create_library(LIB)
+        local.ingest(LIB, paths[0])
+        for eng in (bulk, local):
+            doc = eng.documents(LIB)[0]
+            assert (doc["pages_dropped"], doc["page_numbers"]) == ([2], [1, 3])
+            hit = eng.search({"query": "container volumes", "libraries": [LIB], "mode": "bm25"}).hits[0]
+            assert (hit.page, hit.text_source) == (1, "ocr")
+        queries = ["container volumes", "dredging", "harbour tender"]
+        assert _rankings(bulk, queries) == _rankings(local, queries)
+    finally:
+        bulk.close()
+        local.close()

@@ -127,22 +127,20 @@ class OcrStage:
     def apply(self, parsed: ParsedPDF, *, key: str, encoder: Any = None,
               progress: Progress | None = None) -> OcrReport:
         """OCR the pages that need it and add the lines to ``parsed.pages``; returns counts."""
-        report = OcrReport()
-        numbers = self.pages_to_read(parsed)
-        if not numbers:
-            return report
         t0 = time.perf_counter()
-        results = self._run(parsed, numbers, key, encoder, progress)
-        by_number = {p.number: p for p in parsed.pages}
-        for n, res in results.items():
-            if res.lines:
-                merge_ocr(by_number[n], res)
-                report.pages += 1
-                report.lines += len(res.lines)
+        report = merge_all(parsed, self.read(parsed, key=key, encoder=encoder, progress=progress))
         report.seconds = time.perf_counter() - t0
-        logger.info("OCR read %d lines on %d of %d planned pages in %.1f s",
-                    report.lines, report.pages, len(numbers), report.seconds)
+        if report.pages:
+            logger.info("OCR read %d lines on %d pages in %.1f s", report.lines, report.pages, report.seconds)
         return report
+
+    def read(self, parsed: ParsedPDF, *, key: str, encoder: Any = None,
+             progress: Progress | None = None) -> dict[int, list[tuple[str, tuple[float, float, float, float]]]]:
+        """The OCR lines of every page that needs reading (page number -> text and box in PDF
+        points), without changing ``parsed``."""
+        numbers = self.pages_to_read(parsed)
+        results = self._run(parsed, numbers, key, encoder, progress) if numbers else {}
+        return {n: [(ln.text, ln.box) for ln in r.lines] for n, r in results.items()}
 
     def _run(self, parsed: ParsedPDF, numbers: Sequence[int], key: str, encoder: Any,
              progress: Progress | None) -> dict[int, PageOcr]:
@@ -172,17 +170,33 @@ class OcrStage:
         return out
 
 
-def merge_ocr(page: PageContent, res: PageOcr) -> None:
-    """Append the OCR lines to the page: each line one paragraph (``source="ocr"``) after the
-    text layer's paragraphs, and every line to ``ocr_lines`` for the policy."""
+#: OCR lines of a page: text and box (PDF points), in reading order.
+OcrLines = Sequence[tuple[str, tuple[float, float, float, float]]]
+
+
+def merge_all(parsed: ParsedPDF, lines: dict[int, OcrLines]) -> OcrReport:
+    """Add OCR lines (page number -> lines, read here or upstream by a Ray CPU task) to the pages."""
+    report = OcrReport()
+    by_number = {p.number: p for p in parsed.pages}
+    for n, page_lines in lines.items():
+        if page_lines and n in by_number:
+            merge_ocr(by_number[n], page_lines)
+            report.pages += 1
+            report.lines += len(page_lines)
+    return report
+
+
+def merge_ocr(page: PageContent, lines: OcrLines) -> None:
+    """Append OCR lines to the page: each line one paragraph (``source="ocr"``) after the text
+    layer's paragraphs, and every line to ``ocr_lines`` for the policy."""
     text = page.text
     blocks = list(page.blocks)
-    for line in res.lines:
+    for line_text, box in lines:
         if text:
             text += PARAGRAPH_SEP
         start = len(text)
-        text += line.text
-        blocks.append(TextBlock(line.text, line.box, start, len(text), source="ocr"))
-        page.ocr_lines.append((line.text, line.box))
+        text += line_text
+        blocks.append(TextBlock(line_text, tuple(box), start, len(text), source="ocr"))  # type: ignore[arg-type]
+        page.ocr_lines.append((line_text, tuple(box)))  # type: ignore[arg-type]
     page.text = text
     page.blocks = blocks

@@ -42,7 +42,7 @@ from ragspine.indexing.bm25_stats import UPSERT_BATCH, LibraryStatistics
 from ragspine.indexing.chunking import chunk_spans
 from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
-from ragspine.indexing.ocr import OcrReport, OcrStage
+from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
 from ragspine.indexing.pdf import PageContent, ParsedPDF, open_pdf
 from ragspine.indexing.render import PageRenderer, RenderProcesses
 from ragspine.indexing.textpage import text_page
@@ -160,11 +160,16 @@ class Indexer:
         progress: Progress | None = None,
         page_vectors: Mapping[int, Any] | None = None,
         ocr_progress: Progress | None = None,
+        ocr_lines: Mapping[int, OcrLines] | None = None,
+        restricted_pages: Sequence[int] = (),
     ) -> IngestResult:
         """Index one PDF as a new version of its document (see the module docstring).
 
         ``progress(done, total)`` counts pages written; ``ocr_progress(done, total)`` counts
         the pages OCR reads first (only pages that need it: see :mod:`ragspine.indexing.ocr`).
+        ``ocr_lines`` (page number -> lines) is OCR already done upstream with the same settings
+        (a Ray Data CPU task) and ``restricted_pages`` the pages its policy dropped; both only
+        come with ``page_vectors``, and the pages they name are dropped here too.
 
         ``page_vectors`` (page number → :class:`~ragspine.models.base.EncodedPage`) are page
         embeddings computed upstream (the Ray Data bulk ingest encodes on a GPU actor pool):
@@ -199,10 +204,13 @@ class Indexer:
         )
         try:
             # Before the policy: a stamp that exists only in pixels must be read to be obeyed.
-            ocr = self.ocr.apply(parsed, key=f"{library}/{doc_id}/{pdf_sha[:16]}", encoder=self.models.page,
-                                 progress=ocr_progress)
+            if ocr_lines is not None:
+                ocr = merge_all(parsed, dict(ocr_lines))
+            else:
+                ocr = self.ocr.apply(parsed, key=f"{library}/{doc_id}/{pdf_sha[:16]}", encoder=self.models.page,
+                                     progress=ocr_progress)
             return self._ingest_parsed(library, parsed, meta, pdf_sha, doc_id, filename, progress, t0,
-                                       page_vectors=page_vectors, ocr=ocr)
+                                       page_vectors=page_vectors, ocr=ocr, restricted_pages=restricted_pages)
         finally:
             parsed.close()
 
@@ -278,9 +286,11 @@ class Indexer:
         t0: float,
         page_vectors: Mapping[int, Any] | None = None,
         ocr: OcrReport | None = None,
+        restricted_pages: Sequence[int] = (),
     ) -> IngestResult:
         total = len(parsed.pages)
-        dropped = self.policy.restricted_pages(parsed.pages, meta.page_sensitivity)
+        dropped = sorted(set(self.policy.restricted_pages(parsed.pages, meta.page_sensitivity))
+                         | {n for n in restricted_pages if 1 <= n <= total})
         dropped_set = set(dropped)
         # From here on only kept pages exist for the pipeline.
         kept = [p for p in parsed.pages if p.number not in dropped_set]

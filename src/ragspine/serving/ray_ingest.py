@@ -75,13 +75,16 @@ class PrecomputedPageEncoder:
 def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[str, Any]]:
     """flat_map task: one document → one row per kept page (RGB bytes), or one row saying why
     there is none (all pages RESTRICTED, or the PDF cannot be parsed)."""
-    from ragspine.indexing.pdf import open_pdf, render_page_image
     from ragspine.indexing import MODEL_IMAGE_MAX_PX, parse_metadata
+    from ragspine.indexing.ocr import OcrStage, merge_all
+    from ragspine.indexing.pdf import open_pdf, render_page_image
+    from ragspine.indexing.render import RenderProcesses
     from ragspine.policy import PagePolicy
     from ragspine.serving.ray_settings import resolve_settings
 
     s = resolve_settings(overrides)
-    base = {"idx": row["idx"], "page": 0, "n_kept": 0, "raw": b"", "width": 0, "height": 0, "error": ""}
+    base = {"idx": row["idx"], "page": 0, "n_kept": 0, "raw": b"", "width": 0, "height": 0, "error": "",
+            "ocr": "[]", "dropped": "[]"}
     try:
         meta = parse_metadata(json.loads(row["meta"]))
         parsed = open_pdf(Path(row["path"]).read_bytes(), max_pages=s.max_pages,
@@ -89,14 +92,20 @@ def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[st
     except Exception as e:  # the writer reports it through the engine's own error
         return [{**base, "error": describe(e)}]
     try:
+        # OCR first, as the indexer does: a stamp that exists only in pixels drops its page here,
+        # before rendering. Only kept pages' lines travel on (to the writer, which indexes them
+        # without reading the pixels again); of a dropped page only its number does.
+        ocr = OcrStage(s, RenderProcesses(0)).read(parsed, key=f"bulk/{row['idx']}")
+        merge_all(parsed, ocr)
         policy = PagePolicy(tuple(s.restricted_markers), s.marker_band)
         dropped = set(policy.restricted_pages(parsed.pages, meta.page_sensitivity))
         kept = [p.number for p in parsed.pages if p.number not in dropped]
+        base["dropped"] = json.dumps(sorted(dropped))
         rows = []
         for n in kept:  # RESTRICTED pages are never rendered, let alone encoded
             im = render_page_image(parsed.doc, n, s.page_render_dpi, MODEL_IMAGE_MAX_PX)
             rows.append({**base, "page": n, "n_kept": len(kept), "raw": im.tobytes(),
-                         "width": im.size[0], "height": im.size[1]})
+                         "width": im.size[0], "height": im.size[1], "ocr": json.dumps(ocr.get(n, []))})
         return rows or [base]
     finally:
         parsed.close()
@@ -133,7 +142,8 @@ class EncodePages:
         busy = time.perf_counter() - t0
         return {
             "idx": batch["idx"], "page": batch["page"], "n_kept": batch["n_kept"],
-            "error": batch["error"], "key": np.array(keys, dtype=object),
+            "error": batch["error"], "ocr": batch["ocr"], "dropped": batch["dropped"],
+            "key": np.array(keys, dtype=object),
             "vectors": np.array(vecs, dtype=object), "mask": np.array(masks, dtype=object),
             "grid": np.array(grids, dtype=object), "dim": np.array(dims),
             # This batch's encoder time, spread over its rows (for the busy fraction).
@@ -199,6 +209,10 @@ class _Doc:
     rows: list[dict[str, Any]] = field(default_factory=list)
     #: Page number → vectors from the encoder pool, handed to Engine.ingest (no re-render).
     page_vectors: dict[int, EncodedPage] | None = None
+    #: Page number → OCR lines read by the CPU task (kept pages only), and the pages its policy
+    #: dropped: the writer neither reads the pixels again nor keeps a page the task dropped.
+    ocr_lines: dict[int, list[Any]] | None = None
+    restricted_pages: list[int] = field(default_factory=list)
 
 
 def bulk_ingest(
@@ -255,7 +269,8 @@ def bulk_ingest(
 
             def write(doc: _Doc) -> None:
                 try:
-                    r = engine.ingest(library, doc.path, dict(doc.meta), page_vectors=doc.page_vectors)
+                    r = engine.ingest(library, doc.path, dict(doc.meta), page_vectors=doc.page_vectors,
+                                      ocr_lines=doc.ocr_lines, restricted_pages=doc.restricted_pages)
                 except RagspineError as exc:
                     report.failed += 1
                     report.lines.append(f"{doc.path}: error: {exc.detail}")
@@ -351,9 +366,11 @@ def _run_pipeline(
             # Complete: every kept page (or the one row saying there are none) has arrived.
             encoded = [r for r in doc.rows if int(r["page"]) > 0]
             doc.page_vectors = {int(r["page"]): decode_page(r) for r in encoded}
+            doc.ocr_lines = {int(r["page"]): json.loads(str(r["ocr"])) for r in encoded}
+            doc.restricted_pages = [int(n) for n in json.loads(str(doc.rows[0]["dropped"]))]
             report.pages_encoded += len(encoded)
             write(doc)
-            doc.page_vectors = None
+            doc.page_vectors = doc.ocr_lines = None
             doc.rows = []
             bar.update(1)
     finally:
