@@ -96,12 +96,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             bar = tqdm(total=0, desc=path.name[:40], unit="page", leave=False, disable=args.quiet)
 
             def progress(done: int, total: int, bar: Any = bar) -> None:
+                bar.set_description(path.name[:40], refresh=False)
+                bar.total = total
+                bar.n = done
+                bar.refresh()
+
+            def ocr_progress(done: int, total: int, bar: Any = bar) -> None:  # before the pages are written
+                bar.set_description(f"OCR {path.name[:36]}", refresh=False)
                 bar.total = total
                 bar.n = done
                 bar.refresh()
 
             try:
-                r = engine.ingest(args.library, path, dict(meta), progress=progress)
+                r = engine.ingest(args.library, path, dict(meta), progress=progress, ocr_progress=ocr_progress)
             except RagspineError as exc:
                 failed += 1
                 print(f"{path}: error: {exc.detail}")
@@ -110,7 +117,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 bar.close()
             if r.status == "indexed":
                 dropped = f", dropped by policy: pages {r.pages_dropped}" if r.pages_dropped else ""
-                print(f"{path}: indexed {r.doc_id} v{r.version}: {r.pages_indexed} pages, "
+                ocr = f", {r.pages_ocr} read by OCR" if r.pages_ocr else ""
+                print(f"{path}: indexed {r.doc_id} v{r.version}: {r.pages_indexed} pages{ocr}, "
                       f"{r.chunks} passages{dropped} ({r.seconds:.1f}s)")
             elif r.status == "unchanged":
                 print(f"{path}: unchanged ({r.doc_id} v{r.version})")

@@ -240,7 +240,12 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
                 job.pages_total = total  # total first: a poller never sees done > total
                 job.pages_done = done
 
-            result = eng.ingest(lib, tmp, meta, filename=file.filename, progress=progress)
+            def ocr_progress(done: int, total: int) -> None:
+                job.ocr_pages_total = total
+                job.ocr_pages_done = done
+
+            result = eng.ingest(lib, tmp, meta, filename=file.filename, progress=progress,
+                                ocr_progress=ocr_progress)
             metrics.ingested(result.pages_indexed, len(result.pages_dropped))
             return result.to_json()
 

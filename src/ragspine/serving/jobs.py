@@ -28,6 +28,9 @@ class Job:
     state: State = "queued"
     pages_done: int = 0
     pages_total: int = 0
+    #: Pages OCR has read / will read before the policy runs (0 / 0 when none need it).
+    ocr_pages_done: int = 0
+    ocr_pages_total: int = 0
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     created_at: float = field(default_factory=time.time)
@@ -49,6 +52,8 @@ class Job:
             "status": r.get("status"),
             "pages_done": self.pages_done,
             "pages_total": self.pages_total,
+            "ocr_pages_done": self.ocr_pages_done,
+            "ocr_pages_total": self.ocr_pages_total,
             "pages_dropped": r.get("pages_dropped", []),
             "result": self.result,
             "error": self.error,
