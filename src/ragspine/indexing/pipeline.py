@@ -24,34 +24,23 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ragspine.catalog import (
-    DENSE_CHUNK,
-    PAGE_FULL,
-    PAGE_POOLED,
-    LengthStats,
-    Libraries,
-    LibraryModels,
-    check_doc_id,
-    library_models,
-    point_id,
-    pooled_vectors,
-)
+from ragspine.catalog import LengthStats, Libraries, LibraryModels, check_doc_id, library_models
 from ragspine.config import Settings
 from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, NoTextError, OversizeError
 from ragspine.indexing.bm25_stats import UPSERT_BATCH, LibraryStatistics
-from ragspine.indexing.chunking import chunk_spans
 from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
 from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
-from ragspine.indexing.pdf import PageContent, ParsedPDF, open_pdf
+from ragspine.indexing.pdf import ParsedPDF, open_pdf
+from ragspine.indexing.points import PagePassages, page_passages, page_points
 from ragspine.indexing.render import PageRenderer, RenderProcesses
 from ragspine.indexing.textpage import text_page
 from ragspine.indexing.thumbnails import Thumbnails
 from ragspine.indexing.versions import Versions
 from ragspine.models.modelset import ModelSet
-from ragspine.policy import CLASSIFICATION, PagePolicy, is_restricted, normalize_sensitivity
-from ragspine.scoring import BM25Params, document_vector, tokenize
-from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, PointData, Store, Where, bool_mirror
+from ragspine.policy import PagePolicy, is_restricted, normalize_sensitivity
+from ragspine.scoring import BM25Params
+from ragspine.store.base import SPARSE_CHUNK, SPARSE_PAGE, PointData, Store, Where, bool_mirror
 
 logger = logging.getLogger(__name__)
 
@@ -65,19 +54,6 @@ class _Precomputed:
     def __init__(self, vectors: Mapping[int, Any]) -> None:
         first = next(iter(vectors.values()), None)
         self.dim = int(first.dim) if first is not None else 0
-
-
-def _mask_runs(mask: Any) -> list[list[int]]:
-    """``[start, end)`` runs of True in a bool mask: where the image tokens lie, compactly."""
-    runs: list[list[int]] = []
-    start = None
-    for i, m in enumerate(list(mask) + [False]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            runs.append([start, i])
-            start = None
-    return runs
 
 
 @dataclass
@@ -434,28 +410,13 @@ class Indexer:
         s = self.settings
         doc_id = base["doc_id"]
         # Tokenise first: BM25 weights need the average length, which this document changes.
-        per_page: list[tuple[PageContent, list[tuple[int, int, tuple[float, ...]]], list[list[str]], list[str]]] = []
+        per_page = [page_passages(page, s.chunk_chars, s.chunk_overlap) for page in parsed.pages]
         chunk_stats, page_stats = LengthStats(), LengthStats()
-        for page in parsed.pages:
-            # Text-layer and OCR paragraphs are chunked apart, so every passage has one source.
-            spans = [(sp, src) for src in ("pdf", "ocr")
-                     for sp in chunk_spans(page.text, [(b.start, b.end) for b in page.blocks if b.source == src],
-                                           s.chunk_chars, s.chunk_overlap)]
-            chunks = []
-            for sp, src in spans:
-                covered = [b.bbox for b in page.blocks if b.start < sp.end and b.end > sp.start]
-                bbox = (
-                    min(b[0] for b in covered), min(b[1] for b in covered),
-                    max(b[2] for b in covered), max(b[3] for b in covered),
-                ) if covered else (0.0, 0.0, page.width, page.height)
-                chunks.append((sp.start, sp.end, bbox, src))
-            ctoks = [tokenize(page.text[a:b]) for a, b, _, _ in chunks]
-            ptoks = tokenize(page.text)
-            chunk_stats.tokens += sum(len(t) for t in ctoks)
-            chunk_stats.count += len(ctoks)
-            page_stats.tokens += len(ptoks)
+        for pp in per_page:
+            chunk_stats.tokens += sum(len(t) for t in pp.passage_tokens)
+            chunk_stats.count += len(pp.passage_tokens)
+            page_stats.tokens += len(pp.page_tokens)
             page_stats.count += 1
-            per_page.append((page, chunks, ctoks, ptoks))
 
         avg_c = self.stats.basis(rec_stats.get(SPARSE_CHUNK), chunk_stats)
         avg_p = self.stats.basis(rec_stats.get(SPARSE_PAGE), page_stats)
@@ -480,8 +441,8 @@ class Indexer:
         writing: Future[None] | None = None
         pending: deque[Any] = deque()
 
-        def numbers(batch: list[Any]) -> list[int]:
-            return [page.number for page, *_ in batch]
+        def numbers(batch: list[PagePassages]) -> list[int]:
+            return [pp.page.number for pp in batch]
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-render") as thread, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-write") as writer, \
@@ -495,62 +456,32 @@ class Indexer:
                     rendered = renderer.collect(pending.popleft(), numbers(batch))
                     if bi + ahead < len(batches):
                         pending.append(renderer.submit(numbers(batches[bi + ahead])))
-                    page_vecs: list[dict[str, Any]] = [{} for _ in batch]
-                    encoded = None
+                    encoded: list[Any] = [None] * len(batch)
                     if want_image:
                         encoded = models.page.encode_pages([img for _, img in rendered])
                     elif page_vectors is not None and models.page is not None:
-                        encoded = [page_vectors[page.number] for page, *_ in batch]
+                        encoded = [page_vectors[pp.page.number] for pp in batch]
                         for enc in encoded:
                             if int(enc.dim) != int(models.page.dim):
                                 raise InvalidRequestError(
                                     f"page_vectors have dim {enc.dim}; the library's page field has {models.page.dim}"
                                 )
-                    if encoded is not None:
-                        for pv, enc in zip(page_vecs, encoded):
-                            pv[PAGE_FULL] = enc.vectors
-                            if models.pooling is not None:
-                                pv[PAGE_POOLED] = pooled_vectors(enc, models.pooling, models.pool_factor)
-                            pv["_grid"] = list(enc.grid) if enc.grid is not None else None
-                            pv["_image_mask"] = _mask_runs(enc.image_mask)
-                    chunk_dense: list[Any] = []
+                    dense: list[Any] = []
                     if models.dense is not None:
-                        texts = [page.text[a:b] for page, chunks, _, _ in batch for a, b, _, _ in chunks]
-                        chunk_dense = list(models.dense.encode(texts, kind="document")) if texts else []
+                        texts = [pp.page.text[p.start:p.end] for pp in batch for p in pp.passages]
+                        dense = list(models.dense.encode(texts, kind="document")) if texts else []
                     points: list[PointData] = []
-                    ci = 0
-                    for (page, chunks, ctoks, ptoks), (png, _), pv in zip(batch, rendered, page_vecs):
-                        chunk_refs = []
-                        for i, ((a, b, bbox, src), toks) in enumerate(zip(chunks, ctoks)):
-                            chunk_id = f"{doc_id}/p{page.number}/c{i}"
-                            chunk_refs.append({"chunk_id": chunk_id, "start": a, "end": b, "bbox": list(bbox),
-                                               "text_source": src})
-                            payload = {
-                                **base, "kind": KIND_CHUNK, "state": "staged", "version": version,
-                                "page": page.number, CLASSIFICATION: classes[page.number], "chunk_id": chunk_id, "start": a, "end": b,
-                                "bbox": list(bbox), "text": page.text[a:b], "text_source": src,
-                            }
-                            sparse = {SPARSE_CHUNK: document_vector(toks, avg_c, self.bm25)} if toks else {}
-                            dense = {DENSE_CHUNK: chunk_dense[ci]} if chunk_dense else {}
-                            ci += 1
-                            points.append(PointData(point_id(doc_id, version, page.number, i), payload, sparse, dense))
-                            passages.append({"chunk_id": chunk_id, "page": page.number, "text": payload["text"],
-                                             "bbox": payload["bbox"]})
-                            n_chunks += 1
-                        page_payload = {
-                            **base, "kind": KIND_PAGE, "state": "staged", "version": version, "page": page.number,
-                            CLASSIFICATION: classes[page.number],
-                            "width": page.width, "height": page.height, "text": page.text, "chunks": chunk_refs,
-                        }
-                        if PAGE_FULL in pv:
-                            # Where the patch grid lies in the stored multivector (similarity maps).
-                            page_payload["grid"] = pv.pop("_grid")
-                            page_payload["image_tokens"] = pv.pop("_image_mask")
-                        sparse = {SPARSE_PAGE: document_vector(ptoks, avg_p, self.bm25)} if ptoks else {}
-                        points.append(PointData(point_id(doc_id, version, page.number, "page"), page_payload, sparse,
-                                                {k: v for k, v in pv.items() if not k.startswith("_")}))
+                    for pp, (png, _), enc in zip(batch, rendered, encoded):
+                        n = len(pp.passages)
+                        pts, psg = page_points(pp, base=base, classification=classes[pp.page.number], version=version,
+                                               avgdl=(avg_c, avg_p), bm25=self.bm25, encoded=enc, models=models,
+                                               dense=dense[:n])
+                        dense = dense[n:]
+                        points += pts
+                        passages += psg
+                        n_chunks += n
                         if png is not None:
-                            thumb = self.thumbs.path(library, doc_id, version, page.number)
+                            thumb = self.thumbs.path(library, doc_id, version, pp.page.number)
                             thumb.parent.mkdir(parents=True, exist_ok=True)
                             thumb.write_bytes(png)
                     if writing is not None:

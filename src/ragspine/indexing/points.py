@@ -1,0 +1,109 @@
+"""What one kept page becomes in the store: its passages (page-aware chunks, each a span of the
+page text with a box and a text source), their BM25 token lists, and the passage and page
+points with their payloads and vectors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ragspine.catalog import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, LibraryModels, point_id, pooled_vectors
+from ragspine.indexing.chunking import chunk_spans
+from ragspine.indexing.pdf import BBox, PageContent
+from ragspine.policy import CLASSIFICATION
+from ragspine.scoring import BM25Params, document_vector, tokenize
+from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, PointData
+
+
+@dataclass(frozen=True)
+class Passage:
+    start: int  # span of the page text, [start, end)
+    end: int
+    bbox: BBox  # PDF points: the union of the paragraphs it covers (the page without any)
+    source: str  # "pdf" (text layer) or "ocr"
+
+
+@dataclass(frozen=True)
+class PagePassages:
+    page: PageContent
+    passages: list[Passage]
+    passage_tokens: list[list[str]]
+    page_tokens: list[str]
+
+
+def page_passages(page: PageContent, chunk_chars: int, overlap: int) -> PagePassages:
+    """The page's passages and tokens. Text-layer and OCR paragraphs are chunked apart, so every
+    passage has one source."""
+    out: list[Passage] = []
+    for src in ("pdf", "ocr"):
+        blocks = [b for b in page.blocks if b.source == src]
+        for sp in chunk_spans(page.text, [(b.start, b.end) for b in blocks], chunk_chars, overlap):
+            covered = [b.bbox for b in page.blocks if b.start < sp.end and b.end > sp.start]
+            bbox = (
+                min(b[0] for b in covered), min(b[1] for b in covered),
+                max(b[2] for b in covered), max(b[3] for b in covered),
+            ) if covered else (0.0, 0.0, page.width, page.height)
+            out.append(Passage(sp.start, sp.end, bbox, src))
+    return PagePassages(page, out, [tokenize(page.text[p.start:p.end]) for p in out], tokenize(page.text))
+
+
+def mask_runs(mask: Any) -> list[list[int]]:
+    """``[start, end)`` runs of True in a bool mask: where the image tokens lie, compactly."""
+    runs: list[list[int]] = []
+    start = None
+    for i, m in enumerate(list(mask) + [False]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            runs.append([start, i])
+            start = None
+    return runs
+
+
+def page_points(
+    pp: PagePassages,
+    *,
+    base: Mapping[str, Any],
+    classification: str | None,
+    version: int,
+    avgdl: tuple[float, float],
+    bm25: BM25Params,
+    encoded: Any = None,
+    models: LibraryModels | None = None,
+    dense: Sequence[np.ndarray] = (),
+) -> tuple[list[PointData], list[dict[str, Any]]]:
+    """The passage points and the page point of one page (``state=staged``), and the passages
+    as index listeners receive them. ``avgdl`` is the (passage, page) average length the BM25
+    weights use; ``encoded`` the page's multivector (an ``EncodedPage``) when the library has
+    page vectors; ``dense`` one vector per passage when it has dense passages."""
+    page, doc_id = pp.page, base["doc_id"]
+    common = {**base, "state": "staged", "version": version, "page": page.number, CLASSIFICATION: classification}
+    points: list[PointData] = []
+    passages: list[dict[str, Any]] = []
+    refs = []
+    for i, (p, toks) in enumerate(zip(pp.passages, pp.passage_tokens)):
+        chunk_id = f"{doc_id}/p{page.number}/c{i}"
+        refs.append({"chunk_id": chunk_id, "start": p.start, "end": p.end, "bbox": list(p.bbox),
+                     "text_source": p.source})
+        payload = {**common, "kind": KIND_CHUNK, "chunk_id": chunk_id, "start": p.start, "end": p.end,
+                   "bbox": list(p.bbox), "text": page.text[p.start:p.end], "text_source": p.source}
+        sparse = {SPARSE_CHUNK: document_vector(toks, avgdl[0], bm25)} if toks else {}
+        vec = {DENSE_CHUNK: dense[i]} if dense else {}
+        points.append(PointData(point_id(doc_id, version, page.number, i), payload, sparse, vec))
+        passages.append({"chunk_id": chunk_id, "page": page.number, "text": payload["text"], "bbox": payload["bbox"]})
+    payload = {**common, "kind": KIND_PAGE, "width": page.width, "height": page.height, "text": page.text,
+               "chunks": refs}
+    vectors: dict[str, Any] = {}
+    if encoded is not None and models is not None:
+        vectors[PAGE_FULL] = encoded.vectors
+        if models.pooling is not None:
+            vectors[PAGE_POOLED] = pooled_vectors(encoded, models.pooling, models.pool_factor)
+        # Where the patch grid lies in the stored multivector (similarity maps).
+        payload["grid"] = list(encoded.grid) if encoded.grid is not None else None
+        payload["image_tokens"] = mask_runs(encoded.image_mask)
+    sparse = {SPARSE_PAGE: document_vector(pp.page_tokens, avgdl[1], bm25)} if pp.page_tokens else {}
+    points.append(PointData(point_id(doc_id, version, page.number, "page"), payload, sparse, vectors))
+    return points, passages
