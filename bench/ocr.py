@@ -72,7 +72,7 @@ def bm25_ndcg(pages: dict[str, str], queries: dict[str, str], qrels: dict[str, d
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--docs", type=int, default=8, help="PDFs to read (the ones with most image pages first)")
+    ap.add_argument("--docs", type=int, default=6, help="PDFs to read (half chart-heavy, half scanned)")
     ap.add_argument("--dpi", type=int, default=None, help="OCR dpi (default: RAGSPINE_OCR_DPI's default)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -110,8 +110,16 @@ def main() -> int:
                           "scanned" if regions[0].reason == "no_text_layer" else "chart"))
         doc.close()
         plans[f.name] = kinds
-    ranked_docs = sorted(plans, key=lambda n: (-sum(k != "born-digital" for _, k in plans[n]), n))
-    chosen = [n for n in ranked_docs if any(k != "born-digital" for _, k in plans[n])][: args.docs]
+    # Half the documents with the most raster-image (chart) pages, half with the most scanned
+    # pages, fewest pages first among equals: every kind of page is measured.
+    def most(kind: str) -> list[str]:
+        have = [n for n in plans if any(k == kind for _, k in plans[n])]
+        return sorted(have, key=lambda n: (-sum(k == kind for _, k in plans[n]) / len(plans[n]), len(plans[n]), n))
+
+    chosen: list[str] = []
+    for name in [x for pair in zip(most("chart"), most("scanned")) for x in pair]:
+        if name not in chosen and len(chosen) < args.docs:
+            chosen.append(name)
 
     engine = RapidOcrEngine()
     raw_split = ocr_page_module.split_glued
