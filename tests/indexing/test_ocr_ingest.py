@@ -253,3 +253,22 @@ def test_ocr_settings_are_part_of_what_makes_a_document_unchanged(data_dir: Path
         assert eng.ingest(LIB, scan, {"doc_id": "s"}).status == "indexed"  # read again, other settings
     finally:
         eng.close()
+
+
+def test_a_jpeg2000_scan_is_read(eng: Engine) -> None:
+    import io
+
+    from PIL import Image
+
+    pix = scans.picture([Line("Container volumes doubled", y=240)], dpi=120)
+    im = Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
+    buf = io.BytesIO()
+    im.save(buf, "JPEG2000")
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    xref = page.insert_image(page.rect, stream=buf.getvalue())
+    assert doc.extract_image(xref)["ext"] == "jpx"  # stored as a JPX image (JPXDecode)
+    res = eng.ingest(LIB, doc.tobytes(), {"doc_id": "jpx"})
+    assert res.pages_ocr == 1
+    hit = eng.search({"query": "container volumes", "libraries": [LIB], "mode": "bm25"}).hits[0]
+    assert (hit.doc_id, hit.text_source) == ("jpx", "ocr")
