@@ -120,9 +120,11 @@ class OcrStage:
         o = self.opts
         if o.mode == "off" or parsed.doc is None:
             return []
+        # The text layer is already read: a born-digital page without images costs nothing here.
         return [p.number for p in parsed.pages
                 if plan_page(parsed.doc.load_page(p.number - 1), o.mode,  # type: ignore[arg-type]
-                             o.min_text_chars, o.min_image_fraction, o.band)]
+                             o.min_text_chars, o.min_image_fraction, o.band,
+                             text_chars=sum(1 for c in p.text if not c.isspace()), has_images=p.has_images)]
 
     def apply(self, parsed: ParsedPDF, *, key: str, encoder: Any = None,
               progress: Progress | None = None) -> OcrReport:

@@ -74,10 +74,17 @@ def plan_page(
     min_text_chars: int,
     min_image_fraction: float,
     band: float = 0.0,
+    *,
+    text_chars: int | None = None,
+    has_images: bool | None = None,
 ) -> list[Region]:
     """The regions of ``page`` to OCR, in reading order (top to bottom, then left to right, as
     displayed). ``band`` is the height of the top and bottom marker bands as a fraction of
-    the page (0: none). See the module doc for the rules."""
+    the page (0: none). See the module doc for the rules.
+
+    A caller that has already read the page's text layer passes ``text_chars`` (its non-space
+    characters) and ``has_images``: the plan then costs nothing on a born-digital page without
+    images (reading the text again costs ~2.6 ms a page, the image list ~1.8 ms)."""
     if mode not in get_args(OcrMode):
         raise OcrInputError(
             f"OCR mode must be one of {', '.join(get_args(OcrMode))}, got {mode!r}"
@@ -93,10 +100,12 @@ def plan_page(
         return []
     if mode == "full":
         return [Region(_box(page_rect), "full")]
-    text = page.get_text("text")
-    n_chars = sum(1 for c in text if not c.isspace())
-    if n_chars < min_text_chars:
+    if text_chars is None:
+        text_chars = sum(1 for c in page.get_text("text") if not c.isspace())
+    if text_chars < min_text_chars:
         return [Region(_box(page_rect), "no_text_layer")]
+    if has_images is False:
+        return []
     rects: list[Box] = []
     for info in page.get_image_info():
         r = pymupdf.Rect(info["bbox"]) & page_rect  # PDF points, unrotated
