@@ -265,3 +265,25 @@ def test_render_rejects_bad_arguments(rect: tuple[float, float, float, float], d
     doc = pymupdf.open()
     with pytest.raises(OcrInputError, match=match):
         render_region(text_page(doc), rect, dpi)
+
+
+def test_a_caller_that_read_the_text_layer_saves_the_plan_its_reading() -> None:
+    doc = pymupdf.open()
+    page = text_page(doc)
+    add_image(page, (72, 500, 523, 780))  # a large chart
+
+    class NoTextRead:
+        def __init__(self, inner: pymupdf.Page) -> None:
+            self._inner = inner
+
+        def get_text(self, *a: object, **k: object) -> str:
+            raise AssertionError("the text layer was read again")
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._inner, name)
+
+    spy = NoTextRead(page)
+    regions = plan_page(spy, "auto", 50, 0.1, text_chars=900, has_images=True)  # type: ignore[arg-type]
+    assert [r.reason for r in regions] == ["image"]
+    assert plan_page(spy, "auto", 50, 0.1, text_chars=900, has_images=False) == []  # type: ignore[arg-type]
+    assert [r.reason for r in plan_page(spy, "auto", 50, 0.1, text_chars=3)] == ["no_text_layer"]  # type: ignore[arg-type]
