@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from ragspine.config import Settings
     from ragspine.engine import Engine
+    from ragspine.errors import NoTextError
     from ragspine.catalog import LIBRARY_POINT
     from ragspine.retrieval.search import Searcher
     from ragspine.scoring.tokenizer import tokenize
@@ -170,10 +171,17 @@ def main(argv: list[str] | None = None) -> int:
             t0, c0 = time.perf_counter(), time.process_time()
             if prof is not None:
                 prof.enable()
+            skipped = 0
             for f in files:
-                res = engine.ingest(lib, f)
+                try:
+                    res = engine.ingest(lib, f)
+                except NoTextError:  # image-only PDFs with RAGSPINE_OCR=off: nothing for BM25
+                    skipped += 1
+                    continue
                 pages += res.pages_total
                 names[str(res.doc_id)] = f.name
+            if skipped:
+                print(f"skipped {skipped} PDFs without text (no text layer; OCR off)", file=sys.stderr)
             if prof is not None:
                 prof.disable()
             ingest_s, ingest_cpu = time.perf_counter() - t0, time.process_time() - c0
