@@ -147,6 +147,10 @@ class Settings(BaseSettings):
     #: Dense text model over passages (sentence-transformers id or folder; ``all-MiniLM-L6-v2``
     #: comes from its PyPI package offline). Unset = no dense channel.
     dense_model: str | None = None
+    #: Languages the dense model serves (JSON list: ``["en"]``, ``["en", "zh"]``, ``["*"]``);
+    #: a query in another language does not get the dense channel, and the answer says so.
+    #: Unset = the known default of the model (all-MiniLM-L6-v2: ``["en"]``), else ``["*"]``.
+    dense_languages: list[str] | None = None
     #: Reranker used when a search asks ``rerank: true``: ``auto`` (cross-encoder when the
     #: ``gpu`` extra is installed, else none), ``cross_encoder``, ``colbert`` or ``none``.
     #: Loaded on first use.

@@ -47,5 +47,15 @@ def term_counts(tokens: list[str]) -> Counter[str]:
     return Counter(tokens)
 
 
+def query_language(text: str) -> str:
+    """``zh`` when CJK ideographs are at least a third of the letters of ``text``, else ``en``
+    (what the channels' language lists are matched against; ragspine's corpora are Chinese and
+    English)."""
+    norm = unicodedata.normalize("NFKC", text)
+    cjk = len(_CJK_RE.findall(norm))
+    latin = sum(1 for c in norm if c.isascii() and c.isalpha())
+    return "zh" if cjk and cjk * 3 >= cjk + latin else "en"
+
+
 def is_cjk_char(ch: str) -> bool:
     return bool(_CJK_RE.match(ch))
