@@ -345,3 +345,48 @@ def test_pdf_layout_reports_ndcg_per_evidence_type(settings: Settings, pdf_set: 
         "Chart": {"queries": 2, "ndcg@10": pytest.approx((1.0 + _ndcg_gain(2)) / 2, abs=1e-4)},
         "Table": {"queries": 1, "ndcg@10": pytest.approx(_ndcg_gain(2), abs=1e-4)},
     }
+
+
+# -- the query chain in evaluation --------------------------------------------------------------
+
+
+@pytest.fixture
+def beir_unanswerable(beir: Path) -> Path:
+    """The tiny set plus a question nothing answers (no qrels: unanswerable)."""
+    _write_jsonl(beir / "queries.jsonl", QUERIES + [{"_id": "q4", "text": "zebra stripes"}])
+    return beir
+
+
+def test_corrective_eval_counts_abstentions_per_kind(settings: Settings, beir_unanswerable: Path) -> None:
+    from ragspine.evaluation import ChainFlags
+
+    r = evaluate(settings, beir_unanswerable, mode="bm25", chain=ChainFlags(corrective=True))
+    # q1, q2: the top passage holds every query word; q3: d2 holds tropical and banana (2/3 >=
+    # 0.4); q4 matches nothing and is abstained on.
+    assert r["abstention"] == {"answerable": {"queries": 3, "abstained": 0, "rate": 0.0},
+                               "unanswerable": {"queries": 1, "abstained": 1, "rate": 1.0}}
+    assert r["ndcg@10"] == pytest.approx(EXPECTED["ndcg@10"], abs=1e-9)
+    assert r["chain"] == {"rewrite": None, "corrective": True, "postprocess": []}
+    strict = evaluate(settings.model_copy(update={"corrective_min_coverage": 0.9, "corrective_depth": 1}),
+                      beir_unanswerable, mode="bm25", chain=ChainFlags(corrective=True))
+    # Now only the first passage counts: q3's (d2: tropical, banana; 2/3 < 0.9) is abstained
+    # on too, and its nDCG counts 0. (Over 3 passages d4 adds durian: 3/3.)
+    assert strict["abstention"]["answerable"] == {"queries": 3, "abstained": 1, "rate": round(1 / 3, 4)}
+    assert strict["ndcg@10"] == pytest.approx((1.0 + 2.0 / (2.0 + _ndcg_gain(2))) / 3, abs=1e-9)
+
+
+def test_eval_cli_takes_the_chain_flags(beir_unanswerable: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import json as _json
+
+    from ragspine.cli import main
+
+    assert main(["--data-dir", str(tmp_path), "eval", str(beir_unanswerable), "--corrective",
+                 "--postprocess", "lost_in_middle", "--json"]) == 0
+    out = _json.loads(capsys.readouterr().out)
+    assert out["abstention"]["unanswerable"]["abstained"] == 1
+    assert out["chain"] == {"rewrite": None, "corrective": True, "postprocess": ["lost_in_middle"]}
+    with pytest.raises(SystemExit) as exc:
+        main(["--data-dir", str(tmp_path), "eval", str(beir_unanswerable), "--postprocess", "shuffle"])
+    assert exc.value.code == 2
+    assert "--postprocess takes mmr, lost_in_middle" in capsys.readouterr().err

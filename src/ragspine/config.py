@@ -158,12 +158,35 @@ class Settings(BaseSettings):
     #: Reranker checkpoint (id or folder); unset = the kind's default
     #: (``cross-encoder/ms-marco-MiniLM-L6-v2``, ``colbert-ir/colbertv2.0``).
     reranker_model: str | None = None
+    #: Languages the reranker serves (JSON list, ``["*"]`` = any); a query in another language
+    #: keeps the fused order and the answer's notes say so. Unset = the model's known default
+    #: (ms-marco cross-encoders and ColBERTv2: ``["en"]``; bge-reranker-v2-m3: any), else any.
+    reranker_languages: list[str] | None = None
     #: Fused candidates the reranker scores (the rest keep their fused order after them).
     rerank_depth: int = Field(default=50, ge=1, le=1000)
     #: RRF weights of the visual (page image) and dense (passage) channels, against the BM25
     #: channels' ``bm25_chunk_weight`` and ``bm25_page_weight``.
     visual_weight: float = Field(default=DEFAULT_VISUAL_WEIGHT, ge=0)
     dense_weight: float = Field(default=DEFAULT_DENSE_WEIGHT, ge=0)
+
+    # -- the query chain (ragspine.chain) ------------------------------------------------------
+
+    #: Search the glossary and alias variants of a query too, when a request does not say
+    #: (``rewrite``). Off by default: each variant is one more search, and the corrective loop
+    #: rewrites when the first answer is weak.
+    rewrite: bool = False
+    #: Most queries a rewrite searches, the original included.
+    rewrite_max_queries: int = Field(default=5, ge=1, le=5)
+    #: Corrective grade: the share of the query's content terms the top passages must contain.
+    #: 0.4 abstained on 22.8% of MMLongBench's unanswerable and 15.8% of its answerable
+    #: questions (bench/chain_eval.py; the best ratio of the thresholds 0.3-0.7 measured).
+    corrective_min_coverage: float = Field(default=0.4, ge=0.0, le=1.0)
+    #: Corrective grade: passages (best first) whose terms count towards the coverage.
+    corrective_depth: int = Field(default=3, ge=1, le=50)
+    #: MMR trade-off: 1 = relevance only, 0 = diversity only.
+    mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
+    #: MMR chooses ``top_k`` hits out of ``top_k * mmr_pool_factor`` fused candidates.
+    mmr_pool_factor: int = Field(default=3, ge=1, le=10)
 
     # -- Ray Serve (``ragspine serve --engine ray``; see serving/ray_app.py) -------------------
 

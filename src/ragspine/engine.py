@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ragspine.chain import GapLog, Glossaries, QueryChain
 from ragspine.config import Settings
 from ragspine.errors import DocumentNotFoundError, InvalidRequestError, NotFoundError, ServiceUnavailableError
 from ragspine.graph import GraphService
@@ -50,6 +51,10 @@ class Engine:
         #: The relation graph, kept in step with the index (its listener).
         self.graph = GraphService(settings, self.store, self.libraries)
         self.indexer.listeners.append(self.graph)
+        #: The query chain's state: each library's glossary and knowledge-gap log (in its collection).
+        self.glossaries = Glossaries(self.store, self.libraries)
+        self.gaps = GapLog(self.store, self.libraries)
+        self.chain = self.chain_for(settings)
         self._recovered: set[str] = set()
 
     # -- libraries ----------------------------------------------------------------------------
@@ -179,15 +184,26 @@ class Engine:
             req = SearchRequest.model_validate(req)
         for lib in req.libraries:
             self.library(lib)
-        if req.expand is not None:
-            return self.graph.search(req, self.searcher)
-        return self.searcher.search(req)
+        return self.chain.search(req)
 
     def searcher_for(self, settings: Settings) -> Searcher:
         """A searcher over this engine's libraries with other query-time settings (channel
         weights, RRF k, candidate limits): evaluation compares fusion variants on one index."""
         return Searcher(settings.model_copy(update={"data_dir": self.settings.data_dir}), self.store,
                         self.libraries, self.models, lexical=self.lexical)
+
+    def chain_for(self, settings: Settings, *, record_gaps: bool = True) -> QueryChain:
+        """The query chain (rewrite, corrective loop, post-chain, gap log) over a searcher with
+        ``settings``; evaluation runs one without the gap log."""
+        searcher = self.searcher if settings is self.settings else self.searcher_for(settings)
+
+        def base(req: SearchRequest) -> SearchResponse:
+            if req.expand is not None:
+                return self.graph.search(req, searcher)
+            return searcher.search(req)
+
+        return QueryChain(searcher.settings, searcher, self.glossaries, self.gaps if record_gaps else None,
+                          self.graph.synonym_groups, base=base)
 
     def close(self) -> None:
         self.indexer.close()

@@ -47,9 +47,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ragspine.chain import QueryChain
 from ragspine.config import Settings
 from ragspine.errors import DocumentError, InvalidRequestError, MissingExtraError
-from ragspine.retrieval.search import MODES, Searcher, SearchRequest
+from ragspine.retrieval.search import MODES, SearchRequest
 from ragspine.scoring.tokenizer import tokenize
 
 logger = logging.getLogger(__name__)
@@ -57,6 +58,23 @@ logger = logging.getLogger(__name__)
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 _DOC_ID_BAD = re.compile(r"[^A-Za-z0-9._-]")
 _DOC_ID_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class ChainFlags:
+    """The query chain's per-request switches, the same for every query of a run."""
+
+    rewrite: bool | None = None
+    corrective: bool = False
+    postprocess: tuple[str, ...] = ()
+
+    def request(self, query: str, library: str, mode: str, top_k: int) -> SearchRequest:
+        return SearchRequest(query=query, libraries=[library], mode=mode, top_k=top_k,  # type: ignore[arg-type]
+                             rewrite=self.rewrite, corrective=self.corrective,
+                             postprocess=list(self.postprocess))  # type: ignore[arg-type]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rewrite": self.rewrite, "corrective": self.corrective, "postprocess": list(self.postprocess)}
 
 
 @dataclass
@@ -312,7 +330,9 @@ def _ranx() -> Any:
 #: Settings that act at query time only: variants may change them over one index.
 QUERY_TIME_SETTINGS = frozenset(
     {"bm25_chunk_weight", "bm25_page_weight", "bm25_query_counts", "rrf_k", "max_top_k", "max_query_chars",
-     "dense_weight", "visual_weight", "rerank_depth", "prefetch_limit"}
+     "dense_weight", "visual_weight", "rerank_depth", "prefetch_limit", "rewrite", "rewrite_max_queries",
+     "corrective_min_coverage", "corrective_depth", "mmr_lambda", "mmr_pool_factor", "reranker_languages",
+     "dense_languages"}
 )
 
 
@@ -328,6 +348,7 @@ def evaluate(
     with_title: bool = True,
     reweight: bool = True,
     keep_dir: Path | None = None,
+    chain: ChainFlags | None = None,
 ) -> dict[str, Any]:
     """Index a dataset into a fresh library, run every judged query, and score the rankings.
 
@@ -339,10 +360,14 @@ def evaluate(
     ``dataset``, ``layout``, ``split``, ``mode``, ``queries`` (judged queries scored),
     ``ingest_seconds``, ``search_ms_per_query`` and the counts of what was indexed
     (``documents``; ``pages`` for PDF sets).
+
+    ``chain`` runs every query through the query chain (rewrite, corrective loop, post-chain;
+    no gap log). With the corrective loop the queries without judgments (unanswerable ones)
+    run too, and ``abstention`` says how often it abstained on each kind.
     """
     return evaluate_variants(
         settings, dataset_dir, {"": {}}, split=split, mode=mode, top_k=top_k, progress=progress,
-        limit_queries=limit_queries, with_title=with_title, reweight=reweight, keep_dir=keep_dir,
+        limit_queries=limit_queries, with_title=with_title, reweight=reweight, keep_dir=keep_dir, chain=chain,
     )[""]
 
 
@@ -359,10 +384,13 @@ def evaluate_variants(
     with_title: bool = True,
     reweight: bool = True,
     keep_dir: Path | None = None,
+    chain: ChainFlags | Mapping[str, ChainFlags] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Like :func:`evaluate`, but index once and score several query-time settings on it:
     ``variants`` maps a name to setting overrides (only :data:`QUERY_TIME_SETTINGS`), e.g.
-    ``{"page only": {"bm25_chunk_weight": 0}}``. Returns one result per name."""
+    ``{"page only": {"bm25_chunk_weight": 0}}``. ``chain``: the query chain's switches for every
+    variant, or per variant name (a name not listed runs the plain search). Returns one result
+    per name."""
     ranx = _ranx()
     if mode not in MODES:
         raise InvalidRequestError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
@@ -382,18 +410,26 @@ def evaluate_variants(
             raise InvalidRequestError(f"variant {name!r}: {exc.errors()[0]['msg']}") from None
     ds = load_dataset(Path(dataset_dir), split)
     judged = [q for q in ds.queries if q in ds.qrels]
-    unjudged = len(ds.queries) - len(judged)
+    unjudged_ids = [q for q in ds.queries if q not in ds.qrels]
+    unjudged = len(unjudged_ids)
     if limit_queries is not None:
         judged = judged[:limit_queries]
+        unjudged_ids = unjudged_ids[:limit_queries]
+
+    def flags_for(name: str) -> ChainFlags:
+        if isinstance(chain, Mapping):
+            return chain.get(name, ChainFlags())
+        return chain or ChainFlags()
+
     if not judged:
         raise InvalidRequestError(f"{ds.root} has no judged queries in split '{ds.split}'")
 
     results: dict[str, dict[str, Any]] = {}
     with _workspace(settings, ds.name, keep_dir) as (engine, library):
-        searchers = {name: engine.searcher_for(vs) for name, vs in resolved.items()}
+        chains = {name: engine.chain_for(vs, record_gaps=False) for name, vs in resolved.items()}
         # Refuse a bad mode or top_k now, before spending minutes on indexing.
-        for searcher in searchers.values():
-            searcher.search(SearchRequest(query="probe", libraries=[library], mode=mode, top_k=top_k))  # type: ignore[arg-type]
+        for name, qc in chains.items():
+            qc.search(flags_for(name).request("probe", library, mode, top_k))
         t0 = time.perf_counter()
         if ds.layout == "pdf":
             names, counts = _ingest_pdfs(engine, library, ds, progress)
@@ -404,9 +440,10 @@ def evaluate_variants(
         ingest_seconds = time.perf_counter() - t0
         engine.library(library)
 
-        for name, searcher in searchers.items():
-            run, empty, search_seconds = _run_queries(
-                searcher, library, ds, names, judged, mode, top_k, progress
+        for name, qc in chains.items():
+            flags = flags_for(name)
+            run, empty, search_seconds, abstained = _run_queries(
+                qc, flags, library, ds, names, judged, mode, top_k, progress
             )
             if any(run.values()):
                 qrels = ranx.Qrels({q: dict(ds.qrels[q]) for q in judged})
@@ -433,6 +470,16 @@ def evaluate_variants(
                 out["by_evidence_type"] = by_type
             if variants[name]:
                 out["variant"] = dict(variants[name])
+            if flags != ChainFlags():
+                out["chain"] = flags.to_json()
+            if flags.corrective:
+                _, _, _, abstained_unjudged = _run_queries(
+                    qc, flags, library, ds, names, unjudged_ids, mode, top_k, progress
+                )
+                out["abstention"] = {
+                    "answerable": _rate(abstained, len(judged)),
+                    "unanswerable": _rate(abstained_unjudged, len(unjudged_ids)),
+                }
             results[name] = out
     return results
 
@@ -457,8 +504,13 @@ def _by_evidence_type(ds: Dataset, judged: list[str], run: dict[str, dict[str, f
     return out
 
 
+def _rate(n: int, total: int) -> dict[str, Any]:
+    return {"queries": total, "abstained": n, "rate": round(n / total, 4) if total else None}
+
+
 def _run_queries(
-    searcher: Searcher,
+    qc: QueryChain,
+    flags: ChainFlags,
     library: str,
     ds: Dataset,
     names: dict[str, str],
@@ -466,12 +518,13 @@ def _run_queries(
     mode: str,
     top_k: int,
     progress: bool,
-) -> tuple[dict[str, dict[str, float]], int, float]:
-    """The run (``query → {corpus id: score}``), the number of queries without a token, and
-    the seconds spent searching."""
-    max_chars = searcher.settings.max_query_chars
+) -> tuple[dict[str, dict[str, float]], int, float, int]:
+    """The run (``query → {corpus id: score}``), the number of queries without a token, the
+    seconds spent searching, and the number of answers the corrective loop abstained on."""
+    max_chars = qc.settings.max_query_chars
     run: dict[str, dict[str, float]] = {}
     empty = 0
+    abstained = 0
     bar = _bar(len(judged), "search", progress)
     t1 = time.perf_counter()
     for qid in judged:
@@ -480,9 +533,8 @@ def _run_queries(
         if not tokenize(query):
             empty += 1  # nothing to match: an empty ranking, scored as a miss
         else:
-            resp = searcher.search(
-                SearchRequest(query=query, libraries=[library], mode=mode, top_k=top_k)  # type: ignore[arg-type]
-            )
+            resp = qc.search(flags.request(query, library, mode, top_k))
+            abstained += resp.abstained
             for i, h in enumerate(resp.hits):
                 name = names.get(h.doc_id)
                 if name is None:
@@ -496,4 +548,4 @@ def _run_queries(
     seconds = time.perf_counter() - t1
     if bar is not None:
         bar.close()
-    return run, empty, seconds
+    return run, empty, seconds, abstained

@@ -77,3 +77,50 @@ def test_the_setting_lets_the_channel_serve_more_languages(data_dir: Path) -> No
         assert dense.queries == 1 and out.notes == []
     finally:
         eng.close()
+
+
+class CountingReranker:
+    """Scores passages by length and counts the calls."""
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id, self.revision = model_id, "1"
+        self.calls = 0
+
+    def score(self, query: str, texts: list[str]) -> list[float]:
+        self.calls += 1
+        return [float(len(t)) for t in texts]
+
+
+def test_known_reranker_languages() -> None:
+    from ragspine.models.registry import reranker_languages
+
+    assert reranker_languages("cross-encoder/ms-marco-MiniLM-L6-v2", None) == ("en",)
+    assert reranker_languages("colbert-ir/colbertv2.0", None) == ("en",)
+    assert reranker_languages("BAAI/bge-reranker-v2-m3", None) == ("*",)
+    assert reranker_languages("cross-encoder/ms-marco-MiniLM-L6-v2", ["zh"]) == ("zh",)
+
+
+@pytest.mark.parametrize(("configured", "reranked"), [(None, False), (["en", "zh"], True)])
+def test_a_query_the_reranker_does_not_know_keeps_the_fused_order(
+        data_dir: Path, configured: list[str] | None, reranked: bool) -> None:
+    rr = CountingReranker("cross-encoder/ms-marco-MiniLM-L6-v2")
+    eng = Engine(Settings(data_dir=data_dir, reranker_languages=configured),
+                 models=ModelSet(reranker_factory=lambda: rr))
+    try:
+        eng.create_library("lib")
+        eng.ingest_text("lib", "short", "营业收入增长。")
+        eng.ingest_text("lib", "long", "营业收入增长，营业收入增长，利润也增长了很多。")
+        plain = eng.search({"query": "营业收入", "libraries": ["lib"], "mode": "bm25"})
+        out = eng.search({"query": "营业收入", "libraries": ["lib"], "mode": "bm25", "rerank": True})
+        assert rr.calls == int(reranked)
+        if reranked:
+            assert [h.doc_id for h in out.hits] == ["long", "short"] and out.notes == []
+        else:
+            assert [h.doc_id for h in out.hits] == [h.doc_id for h in plain.hits]
+            assert all(h.scores["rerank"] is None for h in out.hits) and not out.degraded
+            assert out.notes[0].startswith("rerank_skipped: query language zh is not served by "
+                                           "cross-encoder/ms-marco-MiniLM-L6-v2")
+        en = eng.search({"query": "revenue", "libraries": ["lib"], "mode": "bm25", "rerank": True})
+        assert not any(n.startswith("rerank_skipped") for n in en.notes)
+    finally:
+        eng.close()

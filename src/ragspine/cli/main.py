@@ -178,6 +178,9 @@ def cmd_search(args: argparse.Namespace) -> int:
             top_k=args.top_k,
             rerank=args.rerank,
             allow_unfiltered_fallback=args.allow_unfiltered_fallback,
+            rewrite=args.rewrite,
+            corrective=args.corrective,
+            postprocess=_steps(args.postprocess),
         )
     except RagspineError as exc:
         _fail(exc.detail)
@@ -197,19 +200,24 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 0
     if res.degraded:
         print(f"(degraded: {'; '.join(res.degraded_reasons)})")
-    if not res.hits:
+    if res.queries and len(res.queries) > 1:
+        print("(searched: " + " | ".join(q["query"] for q in res.queries) + ")")
+    if res.abstained and res.corrective:
+        print(f"abstained: {res.corrective['reason']}")
+    elif not res.hits:
         print("no hits" + (" (try removing a filter)" if req.filters else ""))
     for i, h in enumerate(res.hits, 1):
         text = " ".join(h.text.split())
+        via = f" found by queries {','.join(str(x + 1) for x in h.found_by)}" if h.found_by else ""
         print(f"{i:>3}. [{h.library_id}] {h.title} — p.{h.page} ({h.doc_id}, {h.chunk_id}) "
-              f"fused={h.scores['fused']:.4f}")
+              f"fused={h.scores['fused']:.4f}{via}")
         print(f"     {text[:200]}{'…' if len(text) > 200 else ''}")
     return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from ragspine.errors import RagspineError
-    from ragspine.evaluation import evaluate
+    from ragspine.evaluation import ChainFlags, evaluate
 
     if not Path(args.dataset).is_dir():
         _fail(f"no such dataset folder: {args.dataset}")
@@ -224,9 +232,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"eval --mode hybrid: no RAGSPINE_PAGE_MODEL or RAGSPINE_DENSE_MODEL set; using the dense "
               f"model {DEFAULT_DENSE_MODEL} (BM25 + dense)", file=sys.stderr)
     try:
+        steps = tuple(_steps(args.postprocess))
+        chain = (ChainFlags(args.rewrite, args.corrective, steps)
+                 if args.rewrite is not None or args.corrective or steps else None)
         result = evaluate(
             settings, Path(args.dataset), split=args.split, mode=args.mode,
-            progress=not args.json, limit_queries=args.limit,
+            progress=not args.json, limit_queries=args.limit, chain=chain,
         )
     except RagspineError as exc:
         _fail(exc.detail)
@@ -237,6 +248,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             if k == "by_evidence_type":
                 for t, r in v.items():
                     print(f"{'ndcg@10':>14}: {r['ndcg@10']:.4f}  {t} ({r['queries']} queries)")
+                continue
+            if k == "abstention":
+                for kind, r in v.items():
+                    rate = "-" if r["rate"] is None else f"{r['rate']:.1%}"
+                    print(f"{'abstained':>14}: {r['abstained']}/{r['queries']} ({rate}) {kind}")
                 continue
             print(f"{k:>14}: {v:.4f}" if isinstance(v, float) else f"{k:>14}: {v}")
     return 0
@@ -360,6 +376,27 @@ def cmd_libraries(args: argparse.Namespace) -> int:
 
 # -- parser ------------------------------------------------------------------------------------
 
+POST_STEPS = ("mmr", "lost_in_middle")  # ragspine.retrieval.search.POST_STEPS, without importing it
+
+
+def _steps(text: str | None) -> list[str]:
+    steps = [s.strip() for s in (text or "").split(",") if s.strip()]
+    bad = [s for s in steps if s not in POST_STEPS]
+    if bad:
+        _fail(f"--postprocess takes {', '.join(POST_STEPS)} (comma-separated), got {', '.join(bad)}")
+    return steps
+
+
+def _chain_flags(s: argparse.ArgumentParser) -> None:
+    """The query chain's per-request switches (search and eval)."""
+    s.add_argument("--rewrite", action=argparse.BooleanOptionalAction, default=None,
+                   help="also search the glossary and alias variants of the query (default: RAGSPINE_REWRITE)")
+    s.add_argument("--corrective", action="store_true",
+                   help="grade the answer; drop filters (with --allow-unfiltered-fallback) or rewrite when it is "
+                   "weak, abstain when it stays weak")
+    s.add_argument("--postprocess", default=None, metavar="STEPS",
+                   help="after rerank: mmr and/or lost_in_middle, comma-separated, in order")
+
 
 def build_parser() -> argparse.ArgumentParser:
     from ragspine import __version__
@@ -398,6 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="when filters match nothing, search without them (the answer says so)")
     s.add_argument("--rerank", action="store_true",
                    help="rerank the fused hits with RAGSPINE_RERANKER (cross-encoder or ColBERT)")
+    _chain_flags(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_search)
 
@@ -408,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, default=None, help="evaluate only the first N queries")
     s.add_argument("--ocr", choices=["auto", "full", "off"], default=None,
                    help="OCR of text in pixels while indexing a PDF dataset (default: RAGSPINE_OCR)")
+    _chain_flags(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_eval)
 
@@ -428,9 +467,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--delete", metavar="NAME")
     s.set_defaults(func=cmd_libraries)
 
-    from ragspine.cli.graph import add_graph_commands  # argparse only; the engine loads per command
+    from ragspine.cli.chain import add_chain_commands  # argparse only; the engine loads per command
+    from ragspine.cli.graph import add_graph_commands
 
     add_graph_commands(sub, _settings, _fail)
+    add_chain_commands(sub, _settings, _fail)
     return p
 
 

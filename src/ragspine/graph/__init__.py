@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragspine.graph._extract import ExtractedRelation, RelationExtractor
+    from ragspine.graph._extract import AliasMatcher, ExtractedRelation, RelationExtractor
     from ragspine.graph._declared import MAX_RELATIONS_BYTES
     from ragspine.graph._model import (
         DEFAULT_MAX_HOPS,
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         RELATIONS,
         Edge,
         Node,
+        norm,
     )
     from ragspine.graph._service import DEFAULT_NEIGHBORS, MAX_NEIGHBORS, GraphService
     from ragspine.graph.errors import GraphError
@@ -34,6 +35,8 @@ _EXPORTS = {
     "GraphStore": "ragspine.graph.store",
     "open_graph_store": "ragspine.graph.store",
     "RelationExtractor": "ragspine.graph._extract",
+    "AliasMatcher": "ragspine.graph._extract",
+    "norm": "ragspine.graph._model",
     "ExtractedRelation": "ragspine.graph._extract",
     "Node": "ragspine.graph._model",
     "Edge": "ragspine.graph._model",
@@ -49,6 +52,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AliasMatcher",
     "DEFAULT_MAX_HOPS",
     "DEFAULT_NEIGHBORS",
     "ENTITY_TYPES",
@@ -64,6 +68,7 @@ __all__ = [
     "Node",
     "RELATIONS",
     "RelationExtractor",
+    "norm",
     "open_graph_store",
 ]
 

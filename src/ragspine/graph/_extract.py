@@ -84,11 +84,15 @@ class AliasMatcher:
 
     def find(self, text: str) -> list[tuple[str, str]]:
         """``(alias, node id)`` for each match, left to right."""
+        return [(alias, nid) for _, _, alias, nid in self.spans(norm(text))]
+
+    def spans(self, t: str) -> list[tuple[int, int, str, str]]:
+        """``(start, end, alias, node id)`` of each match in ``t``, already :func:`norm`-ed,
+        left to right."""
         if self._starts is None:
             return []
-        t = norm(text)
         n = len(t)
-        out: list[tuple[str, str]] = []
+        out: list[tuple[int, int, str, str]] = []
         pos = 0  # matches do not overlap
         get = self.dictionary.get
         for m in self._starts.finditer(t):
@@ -105,7 +109,7 @@ class AliasMatcher:
                     continue
                 if j < n and _is_word_char(cand[-1]) and _is_word_char(t[j]):
                     continue  # 'acme' inside 'acmex': try a shorter alias
-                out.append((cand, nid))
+                out.append((i, j, cand, nid))
                 pos = j
                 break
         return out

@@ -277,6 +277,20 @@ class GraphService:
 
     # -- lookups ------------------------------------------------------------------------------
 
+    def synonym_groups(self, library: str) -> list[tuple[str, ...]]:
+        """Each entity's name and aliases (the text-matched types), for the query rewriter: an
+        English name and the Chinese one of the same entity are one group. An alias naming two
+        entities is left out, as in text matching. Empty while the library has no graph."""
+        if not self.graphs.exists(library):
+            return []
+        dictionary = self._dictionary(library)
+        groups: list[tuple[str, ...]] = []
+        for node in self.graphs.nodes(library, types=TEXT_MATCHED_TYPES):
+            names = tuple(dict.fromkeys(a for a in (node.name, *node.aliases) if dictionary.get(norm(a)) == node.id))
+            if len(names) > 1:
+                groups.append(names)
+        return groups
+
     def entities(self, library: str, query: str = "", *, type: str | None = None, limit: int = 20) -> list[Node]:
         self.libraries.open(library)
         self._ensure_built(library)

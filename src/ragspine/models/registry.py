@@ -57,11 +57,34 @@ KNOWN_LANGUAGES: dict[str, tuple[str, ...]] = {
 }
 
 
-def dense_languages(model_id: str | None, configured: list[str] | None) -> tuple[str, ...]:
-    """The languages a dense model serves: as configured, else as known, else any."""
+#: Languages of the rerankers whose training data is known. ms-marco and ColBERTv2 are trained on
+#: English MS MARCO only; bge-reranker-v2-m3 and jina-reranker-v2 are multilingual (Chinese too).
+KNOWN_RERANKER_LANGUAGES: dict[str, tuple[str, ...]] = {
+    DEFAULT_CROSS_ENCODER: ("en",),
+    "cross-encoder/ms-marco-MiniLM-L-6-v2": ("en",),
+    "cross-encoder/ms-marco-MiniLM-L12-v2": ("en",),
+    DEFAULT_COLBERT: ("en",),
+    "BAAI/bge-reranker-v2-m3": ("*",),
+    "jinaai/jina-reranker-v2-base-multilingual": ("*",),
+    "jinaai/jina-colbert-v2": ("*",),
+}
+
+
+def _languages(known: dict[str, tuple[str, ...]], model_id: str | None,
+               configured: list[str] | None) -> tuple[str, ...]:
     if configured:
         return tuple(x.strip().lower() for x in configured if x.strip()) or ("*",)
-    return KNOWN_LANGUAGES.get(str(model_id), ("*",))
+    return known.get(str(model_id), ("*",))
+
+
+def dense_languages(model_id: str | None, configured: list[str] | None) -> tuple[str, ...]:
+    """The languages a dense model serves: as configured, else as known, else any."""
+    return _languages(KNOWN_LANGUAGES, model_id, configured)
+
+
+def reranker_languages(model_id: str | None, configured: list[str] | None) -> tuple[str, ...]:
+    """The languages a reranker serves: as configured, else as known, else any."""
+    return _languages(KNOWN_RERANKER_LANGUAGES, model_id, configured)
 
 
 def load_page_encoder(

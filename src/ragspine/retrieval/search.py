@@ -29,7 +29,7 @@ from ragspine.scoring.bm25 import query_vector
 from ragspine.scoring.fusion import rrf
 from ragspine.retrieval.lexical import LexicalIndex
 from ragspine.store.predicates import Predicate, check_types, merge_field_types, parse_filters
-from ragspine.models.registry import dense_languages
+from ragspine.models.registry import dense_languages, reranker_languages
 from ragspine.scoring.tokenizer import query_language, tokenize
 from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, Hit, Store, Where
 
@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 Mode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy"]
 MODES: tuple[str, ...] = ("auto", "hybrid", "vector", "bm25", "lexical", "economy")
+#: Steps of the post-chain, applied after rerank in the order given (see ragspine.chain).
+PostStep = Literal["mmr", "lost_in_middle"]
+POST_STEPS: tuple[str, ...] = ("mmr", "lost_in_middle")
 #: Candidates fetched per channel: at least this many, or ``CANDIDATE_FACTOR * top_k``.
 MIN_CANDIDATES = 100
 CANDIDATE_FACTOR = 2
@@ -78,6 +81,14 @@ class SearchRequest(BaseModel):
     allow_unfiltered_fallback: bool = False
     #: Multi-hop search through the relation graph (see :class:`ExpandSpec`).
     expand: ExpandSpec | None = None
+    #: The query chain (:mod:`ragspine.chain`, run by ``Engine.search``; a bare
+    #: :class:`Searcher` leaves them to it). ``rewrite``: also search the glossary and alias
+    #: variants of the query and fuse them (``None``: ``RAGSPINE_REWRITE``).
+    rewrite: bool | None = None
+    #: Grade the answer and act when it is weak: drop filters (when allowed), rewrite, abstain.
+    corrective: bool = False
+    #: After rerank: ``mmr`` (drop near-duplicate passages), ``lost_in_middle`` (best at both ends).
+    postprocess: list[PostStep] = Field(default_factory=list, max_length=len(POST_STEPS))
 
     @field_validator("query")
     @classmethod
@@ -89,6 +100,13 @@ class SearchRequest(BaseModel):
             raise ValueError("query is not valid UTF-8 (it contains U+FFFD replacement characters)")
         if not v.strip():
             raise ValueError("query is empty")
+        return v
+
+    @field_validator("postprocess")
+    @classmethod
+    def _steps_once(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"postprocess lists a step twice: {v}")
         return v
 
 
@@ -110,14 +128,22 @@ class SearchHit:
     classification: str | None = None
     #: Where the passage's text came from: the PDF's text layer (``pdf``) or OCR (``ocr``).
     text_source: str = "pdf"
+    #: With ``rewrite``: indexes into the response's ``queries`` of the variants that found it.
+    found_by: list[int] | None = None
 
     def restricted(self) -> bool:
         return point_restricted({CLASSIFICATION: self.classification, **self.metadata})
 
+    def key(self) -> PageKey:
+        return (self.library_id, self.doc_id, self.page)
+
     def to_json(self) -> dict[str, Any]:
+        out = self._base_json()
         if self.via is not None:
-            return {**self._base_json(), "via": self.via}
-        return self._base_json()
+            out["via"] = self.via
+        if self.found_by is not None:
+            out["found_by"] = self.found_by
+        return out
 
     def _base_json(self) -> dict[str, Any]:
         return {
@@ -146,11 +172,22 @@ class SearchResponse:
     expansion: dict[str, Any] | None = None
     #: Channels left out on purpose, and why (``dense_skipped: query language zh ...``).
     notes: list[str] = field(default_factory=list)
+    #: With ``rewrite``: the queries searched, the original first, each with its substitutions.
+    queries: list[dict[str, Any]] | None = None
+    #: With ``corrective``: the grades and actions taken, and why it abstained.
+    corrective: dict[str, Any] | None = None
+    #: The corrective loop found no context good enough and returned none (``corrective.reason``).
+    abstained: bool = False
+    #: With ``postprocess``: the steps applied.
+    postprocess: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        if self.expansion is not None:
-            return {**self._base_json(), "expansion": self.expansion}
-        return self._base_json()
+        out = self._base_json()
+        for name in ("expansion", "queries", "corrective", "postprocess"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
 
     def _base_json(self) -> dict[str, Any]:
         return {
@@ -159,6 +196,7 @@ class SearchResponse:
             "degraded": self.degraded,
             "degraded_reasons": self.degraded_reasons,
             "filters_relaxed": self.filters_relaxed,
+            "abstained": self.abstained,
             "timings_ms": self.timings_ms,
             "notes": self.notes,
         }
@@ -566,10 +604,20 @@ class Searcher:
         timings["fetch"] = round((time.perf_counter() - t) * 1000, 3)
         return out
 
+    def rerank(self, query: str, hits: list[SearchHit]) -> tuple[list[SearchHit], list[str], list[str], float]:
+        """Rerank hits found elsewhere (the query chain's fused variants) with ``query``:
+        ``(hits, degraded reasons, notes, ms)``, under the same contract as ``rerank: true``."""
+        plan = _Plan(mode="", visual=False, dense=False)
+        timings: dict[str, float] = {}
+        req = SearchRequest.model_construct(query=query)
+        out = self._rerank(req, hits, plan, timings)
+        return out, plan.degraded, plan.notes, timings.get("rerank", 0.0)
+
     def _rerank(self, req: SearchRequest, hits: list[SearchHit], plan: _Plan,
                 timings: dict[str, float]) -> list[SearchHit]:
         """The rerank contract: RESTRICTED text never reaches a model (``_hits`` already left it
-        out); any failure keeps the fused order and says ``rerank_failed``; never raises."""
+        out); any failure keeps the fused order and says ``rerank_failed``; never raises. A
+        query in a language the reranker does not serve keeps the fused order (a note says so)."""
         t = time.perf_counter()
         try:
             reranker = self.models.reranker()
@@ -579,6 +627,14 @@ class Searcher:
         if reranker is None:
             why = self.models.errors.get("reranker") or "no reranker configured (RAGSPINE_RERANKER=none)"
             plan.degraded.append(f"rerank_unavailable: {why}")
+            return hits
+        model_id = getattr(reranker, "model_id", None)
+        served = reranker_languages(model_id, self.settings.reranker_languages)
+        lang = query_language(req.query)
+        if "*" not in served and lang not in served:
+            # An English cross-encoder scores Chinese text near-randomly: the fused order is better.
+            plan.notes.append(f"rerank_skipped: query language {lang} is not served by {model_id or 'the reranker'} "
+                              f"(serves {', '.join(served)}; RAGSPINE_RERANKER_LANGUAGES)")
             return hits
         head = [h for h in hits if not h.restricted()]
         if not head:

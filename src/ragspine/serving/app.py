@@ -38,6 +38,7 @@ from ragspine.indexing import parse_metadata
 from ragspine.retrieval.explain import heatmap_png
 from ragspine.retrieval.search import SearchRequest
 from ragspine.serving.auth import Auth, Principal
+from ragspine.serving.chain_routes import chain_router
 from ragspine.serving.graph_routes import graph_router
 from ragspine.serving.jobs import Job, JobRunner
 from ragspine.serving.metrics import Metrics
@@ -320,6 +321,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         return out
 
     app.include_router(graph_router(eng, auth))  # /v1/libraries/{lib}/graph/...
+    app.include_router(chain_router(eng, auth))  # /v1/libraries/{lib}/glossary, /gaps
     mount_web(app)  # the search page at / (a client of the routes above)
     problem_openapi(app)  # error responses declared as application/problem+json
     return app

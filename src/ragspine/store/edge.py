@@ -258,6 +258,10 @@ class EdgeStore:
             raise ValueError("refusing to delete with an empty filter")
         self._shard(name).update(qe.UpdateOperation.delete_points_by_filter(flt))
 
+    def delete_ids(self, name: str, ids: Sequence[str]) -> None:
+        if ids:
+            self._shard(name).update(qe.UpdateOperation.delete_points(list(ids)))
+
     def retrieve(self, name: str, ids: Sequence[str], *, fields: Fields = None) -> list[Record]:
         recs = self._shard(name).retrieve(list(ids), with_payload=_with_payload(fields), with_vector=False)
         return [Record(str(r.id), dict(r.payload or {})) for r in recs]

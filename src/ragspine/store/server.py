@@ -196,6 +196,10 @@ class ServerStore:
             raise ValueError("refusing to delete with an empty filter")
         self.client.delete(self._check(name), points_selector=models.FilterSelector(filter=flt), wait=True)
 
+    def delete_ids(self, name: str, ids: Sequence[str]) -> None:
+        if ids:
+            self.client.delete(self._check(name), points_selector=models.PointIdsList(points=list(ids)), wait=True)
+
     def retrieve(self, name: str, ids: Sequence[str], *, fields: Fields = None) -> list[Record]:
         recs = self.client.retrieve(self._check(name), ids=list(ids), with_payload=_with_payload(fields))
         return [Record(str(r.id), dict(r.payload or {})) for r in recs]

@@ -1,0 +1,117 @@
+"""The knowledge-gap log: queries a library could not answer, counted.
+
+A search that returns no hit, or that the corrective loop abstains on, records one gap per
+library searched: the query (normalised: NFKC, case-folded, whitespace collapsed), its filters
+(canonical JSON), how often it was asked, and when first and last. Identical misses are one
+gap with a count. Only the user's own query and filters are kept, never anything a search
+found: a RESTRICTED canary typed as a query is stored as typed, no RESTRICTED content ever is.
+
+Each gap is a point of ``kind=gap`` in the library's collection (the id: a hash of query and
+filters), so it goes with the library and every replica reads it. Counting is a
+read-modify-write under a per-library lock: exact for the threads of one process.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+from ragspine.catalog import Libraries, point_id
+from ragspine.errors import InvalidRequestError, NotFoundError
+from ragspine.graph import norm
+from ragspine.store.base import PointData, Store, Where
+
+KIND_GAP = "gap"
+#: Most gaps listed at once.
+MAX_GAPS_LISTED = 1000
+_FIELDS = ("gap_id", "query", "filters", "hit_count", "first_seen", "last_seen", "reason")
+
+
+def gap_id(query: str, filters: list[dict[str, Any]]) -> str:
+    return point_id("gap", norm(query), canonical_filters(filters))
+
+
+def canonical_filters(filters: list[dict[str, Any]]) -> str:
+    return json.dumps(filters, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+class GapLog:
+    def __init__(self, store: Store, libraries: Libraries) -> None:
+        self.store = store
+        self.libraries = libraries
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, library: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(library, threading.Lock())
+
+    def record(self, library: str, query: str, filters: list[dict[str, Any]], reason: str) -> None:
+        """Count one miss of ``query`` with ``filters`` in ``library``."""
+        gid = gap_id(query, filters)
+        now = time.time()
+        with self._lock(library):
+            recs = self.store.retrieve(library, [gid], fields=list(_FIELDS))
+            prev = recs[0].payload if recs else None
+            payload = {
+                "kind": KIND_GAP,
+                "gap_id": gid,
+                "query": norm(query),
+                "filters": canonical_filters(filters),
+                "hit_count": int(prev["hit_count"]) + 1 if prev else 1,
+                "first_seen": prev["first_seen"] if prev else now,
+                "last_seen": now,
+                "reason": reason,
+            }
+            self.store.upsert(library, [PointData(id=gid, payload=payload)])
+
+    def list(self, library: str, limit: int = 100) -> list[dict[str, Any]]:
+        """Gaps by hit count (most asked first), then most recent."""
+        if not 1 <= limit <= MAX_GAPS_LISTED:
+            raise InvalidRequestError(f"limit must be between 1 and {MAX_GAPS_LISTED}, got {limit}")
+        self.libraries.open(library)
+        recs = self.store.scroll(library, Where(kind=KIND_GAP), fields=list(_FIELDS))
+        gaps = [_public(library, r.payload) for r in recs]
+        gaps.sort(key=lambda g: (-g["hit_count"], -g["last_seen"], g["gap_id"]))
+        return gaps[:limit]
+
+    def delete(self, library: str, gid: str) -> None:
+        self.libraries.open(library)
+        with self._lock(library):
+            # Only a gap point: the id of a document's point must not delete it through this route.
+            recs = self.store.retrieve(library, [gid], fields=["kind"]) if _is_uuid(gid) else []
+            if not recs or recs[0].payload.get("kind") != KIND_GAP:
+                raise NotFoundError(f"no gap '{gid}' in library '{library}'")
+            self.store.delete_ids(library, [gid])
+
+    def clear(self, library: str) -> int:
+        self.libraries.open(library)
+        with self._lock(library):
+            n = self.store.count(library, Where(kind=KIND_GAP))
+            if n:
+                self.store.delete(library, Where(kind=KIND_GAP))
+            return n
+
+
+def _public(library: str, p: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "gap_id": p["gap_id"],
+        "library": library,
+        "query": p["query"],
+        "filters": json.loads(p.get("filters") or "[]"),
+        "hit_count": int(p["hit_count"]),
+        "first_seen": p["first_seen"],
+        "last_seen": p["last_seen"],
+        "reason": p.get("reason"),
+    }
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True

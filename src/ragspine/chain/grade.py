@@ -1,0 +1,99 @@
+"""The corrective loop's grade: is the context a search found good enough to answer from?
+
+The rule, deterministic and stated once (no model):
+
+1. **No hits** is weak.
+2. **Coverage**: of the query's content terms (its BM25 tokens, less a short list of function
+   words), the share that occur in the text (or title) of the first ``depth`` hits must reach
+   ``min_coverage``; with rewriting, the best share over the query and its variants. A question about something the library does not hold usually shares its
+   topic words with some page but not its specific terms.
+3. **Agreement**: when two or more retrieval channels ran, the top hit must be found by at
+   least half of them (a page one channel alone ranks first, the others do not see at all,
+   is a weak answer). Channels that ran are those that scored any hit.
+
+A grade that fails says which part failed and with what figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ragspine.retrieval.search import SearchHit
+from ragspine.scoring.tokenizer import tokenize
+
+#: Channels whose scores a hit carries when that channel found it.
+CHANNELS: tuple[str, ...] = ("bm25", "bm25_page", "dense", "visual")
+#: English function words and question words: they occur on nearly every page, so finding them
+#: says nothing about whether the page answers. (CJK queries are tokenized into characters and
+#: bigrams, which this list does not touch.)
+STOPWORDS: frozenset[str] = frozenset(
+    "a an and are as at be by can could did do does for from had has have how i if in into is it its "
+    "many much of on or our that the their there these this those to was were what when where which "
+    "who whom whose why will with would you your according".split()
+)
+
+
+@dataclass(frozen=True)
+class Grade:
+    ok: bool
+    #: ``no_hits``, ``low_coverage``, ``channels_disagree`` or ``ok``.
+    verdict: str
+    coverage: float | None = None
+    agreement: float | None = None
+    missing_terms: tuple[str, ...] = ()
+
+    def reason(self) -> str:
+        if self.verdict == "no_hits":
+            return "no passage matched the query"
+        if self.verdict == "low_coverage":
+            return (f"the top passages contain {self.coverage:.0%} of the query's terms "
+                    f"(missing: {', '.join(self.missing_terms[:8])})")
+        if self.verdict == "channels_disagree":
+            return f"only {self.agreement:.0%} of the channels that ran found the top page"
+        return "the top passages answer the query's terms"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "verdict": self.verdict, "coverage": _round(self.coverage),
+                "agreement": _round(self.agreement), "reason": self.reason()}
+
+
+def content_terms(query: str) -> list[str]:
+    """The query's distinct BM25 tokens that carry meaning, in query order."""
+    return [t for t in dict.fromkeys(tokenize(query)) if t not in STOPWORDS and (len(t) > 1 or not t.isascii())]
+
+
+def grade(queries: str | Sequence[str], hits: Sequence[SearchHit], *, min_coverage: float, depth: int) -> Grade:
+    """Grade ``hits`` for ``queries``: the query, or the query and the variants searched (the
+    coverage is the best of them: ``turnover`` is covered by a page that says ``revenue`` when
+    the glossary's variant said ``revenue``)."""
+    if not hits:
+        return Grade(False, "no_hits")
+    found: set[str] = set()
+    for h in hits[:depth]:
+        found.update(tokenize(h.text))
+        found.update(tokenize(h.title))
+    coverage: float | None = None
+    missing: tuple[str, ...] = ()
+    for q in [queries] if isinstance(queries, str) else queries:
+        terms = content_terms(q)
+        if not terms:
+            continue
+        gone = tuple(t for t in terms if t not in found)
+        c = 1.0 - len(gone) / len(terms)
+        if coverage is None or c > coverage:
+            coverage, missing = c, gone
+    ran = [c for c in CHANNELS if any(h.scores.get(c) is not None for h in hits)]
+    agreement: float | None = None
+    if len(ran) >= 2:
+        agreement = sum(hits[0].scores.get(c) is not None for c in ran) / len(ran)
+    if coverage is not None and coverage < min_coverage:
+        return Grade(False, "low_coverage", coverage, agreement, missing)
+    if agreement is not None and agreement < 0.5:
+        return Grade(False, "channels_disagree", coverage, agreement, missing)
+    return Grade(True, "ok", coverage, agreement, missing)
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)

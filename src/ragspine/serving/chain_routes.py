@@ -1,0 +1,94 @@
+"""REST routes of the query chain's per-library state: the glossary and the knowledge-gap log.
+
+Same auth as every other route (an API key sees the glossary and gaps of the libraries it
+covers, as it sees their documents); errors are answered by the app's handlers as
+``application/problem+json``.
+"""
+
+# No ``from __future__ import annotations``: FastAPI reads the route signatures at runtime.
+import asyncio
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Depends, File, Query, UploadFile
+from fastapi.responses import Response
+
+from ragspine.serving.auth import Auth, Principal
+
+if TYPE_CHECKING:
+    from ragspine.engine import Engine
+
+
+def chain_router(engine: "Engine", auth: Auth) -> APIRouter:
+    """``/v1/libraries/{lib}/glossary`` and ``/v1/libraries/{lib}/gaps`` over ``engine``."""
+    from ragspine.chain.gaps import MAX_GAPS_LISTED
+    from ragspine.chain.glossary import MAX_GLOSSARY_BYTES
+    from ragspine.errors import OversizeError
+
+    router = APIRouter(prefix="/v1/libraries/{lib}")
+    Who = Annotated[Principal, Depends(auth)]
+
+    @router.post("/glossary", tags=["query chain"])
+    async def upload_glossary(
+        lib: str,
+        who: Who,
+        file: Annotated[UploadFile, File(description="CSV with the header term,synonyms (optional kind: "
+                                        "metric, entity, other); synonyms separated by '|'. Or JSON: "
+                                        '[{"term", "synonyms": [...], "kind"}]')],
+    ) -> dict[str, Any]:
+        """Replace the library's glossary. Validated in full first: 422 naming every bad row
+        (empty or one-character names, a term defined twice, a term without synonyms)."""
+        who.require(lib)
+        data = await file.read(MAX_GLOSSARY_BYTES + 1)
+        if len(data) > MAX_GLOSSARY_BYTES:
+            raise OversizeError(f"the glossary is larger than the limit of {MAX_GLOSSARY_BYTES} bytes")
+        name = file.filename or "glossary"
+
+        def work() -> dict[str, Any]:
+            engine.library(lib)
+            return engine.glossaries.upload(lib, data, name)
+
+        return await asyncio.to_thread(work)
+
+    @router.get("/glossary", tags=["query chain"])
+    def get_glossary(lib: str, who: Who) -> dict[str, Any]:
+        """The library's glossary (404 when none was uploaded)."""
+        who.require(lib)
+        engine.library(lib)
+        return engine.glossaries.get(lib)
+
+    @router.delete("/glossary", status_code=204, tags=["query chain"])
+    def delete_glossary(lib: str, who: Who) -> Response:
+        who.require(lib)
+        engine.library(lib)
+        engine.glossaries.delete(lib)
+        return Response(status_code=204)
+
+    @router.get("/gaps", tags=["query chain"])
+    def list_gaps(
+        lib: str,
+        who: Who,
+        limit: Annotated[int, Query(ge=1, le=MAX_GAPS_LISTED)] = 100,
+    ) -> dict[str, Any]:
+        """Queries the library could not answer (no hit, or the corrective loop abstained),
+        most asked first: ``{gap_id, query (normalised), filters, hit_count, first_seen,
+        last_seen, reason}``."""
+        who.require(lib)
+        engine.library(lib)
+        return {"gaps": engine.gaps.list(lib, limit)}
+
+    @router.delete("/gaps/{gap_id}", status_code=204, tags=["query chain"])
+    def delete_gap(lib: str, gap_id: str, who: Who) -> Response:
+        """Clear one gap (e.g. once a document that answers it is indexed)."""
+        who.require(lib)
+        engine.library(lib)
+        engine.gaps.delete(lib, gap_id)
+        return Response(status_code=204)
+
+    @router.delete("/gaps", tags=["query chain"])
+    def clear_gaps(lib: str, who: Who) -> dict[str, int]:
+        """Clear every gap of the library; says how many there were."""
+        who.require(lib)
+        engine.library(lib)
+        return {"deleted": engine.gaps.clear(lib)}
+
+    return router

@@ -1,0 +1,109 @@
+"""The knowledge-gap log: misses counted exactly, listed by count, cleared one by one."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ragspine.chain.gaps import GapLog, gap_id
+from ragspine.engine import Engine
+from ragspine.errors import NotFoundError
+from ragspine.store.base import KIND_DOC, Where
+
+
+@pytest.fixture
+def lib(engine: Engine) -> Engine:
+    engine.create_library("lib")
+    engine.ingest_text("lib", "d", "Revenue grew in Asia.", {"region": "asia"})
+    return engine
+
+
+def search(engine: Engine, query: str, **kw: object) -> object:
+    return engine.search({"query": query, "libraries": ["lib"], "mode": "bm25", **kw})
+
+
+def test_a_miss_is_recorded_with_its_filters_and_a_hit_is_not(lib: Engine) -> None:
+    search(lib, "revenue")
+    assert lib.gaps.list("lib") == []
+    search(lib, "Quantum   GRAVITY")
+    search(lib, "quantum gravity")
+    search(lib, "revenue", filters=[{"field": "region", "op": "eq", "value": "europe"}])
+    gaps = lib.gaps.list("lib")
+    assert [(g["query"], g["hit_count"], g["filters"]) for g in gaps] == [
+        ("quantum gravity", 2, []),
+        ("revenue", 1, [{"field": "region", "op": "eq", "value": "europe"}]),
+    ]
+    assert gaps[0]["gap_id"] == gap_id("quantum gravity", [])
+    assert gaps[0]["first_seen"] <= gaps[0]["last_seen"]
+    assert gaps[0]["reason"] == "no_hits"
+
+
+class SlowReads:
+    """The engine's store, with each read taking 2 ms: a count read by two threads before
+    either writes is lost unless the log serialises them."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+
+    def retrieve(self, *a: object, **kw: object) -> object:
+        out = self._store.retrieve(*a, **kw)  # type: ignore[attr-defined]
+        time.sleep(0.002)
+        return out
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+
+def test_concurrent_identical_misses_count_exactly(lib: Engine) -> None:
+    threads, per_thread = 8, 5
+    barrier = threading.Barrier(threads)
+    errors: list[BaseException] = []
+    log = GapLog(SlowReads(lib.store), lib.libraries)  # type: ignore[arg-type]
+
+    def worker() -> None:
+        try:
+            barrier.wait()
+            for _ in range(per_thread):
+                log.record("lib", "missing metric", [], "no_hits")
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    assert [g["hit_count"] for g in lib.gaps.list("lib")] == [threads * per_thread]
+
+
+def test_list_order_delete_and_clear(lib: Engine) -> None:
+    for q, n in (("alpha", 1), ("beta", 3), ("gamma", 2)):
+        for _ in range(n):
+            lib.gaps.record("lib", q, [], "no_hits")
+    assert [g["query"] for g in lib.gaps.list("lib")] == ["beta", "gamma", "alpha"]
+    assert [g["query"] for g in lib.gaps.list("lib", limit=1)] == ["beta"]
+    lib.gaps.delete("lib", gap_id("beta", []))
+    assert [g["query"] for g in lib.gaps.list("lib")] == ["gamma", "alpha"]
+    with pytest.raises(NotFoundError):
+        lib.gaps.delete("lib", gap_id("beta", []))
+    with pytest.raises(NotFoundError):
+        lib.gaps.delete("lib", "not-a-uuid")
+    assert lib.gaps.clear("lib") == 2
+    assert lib.gaps.list("lib") == []
+
+
+def test_the_gap_route_cannot_delete_other_points(lib: Engine) -> None:
+    doc_point = lib.store.scroll("lib", Where(kind=KIND_DOC))[0].id
+    with pytest.raises(NotFoundError):
+        lib.gaps.delete("lib", doc_point)
+    assert [d["doc_id"] for d in lib.documents("lib")] == ["d"]
+
+
+def test_gaps_go_with_their_library(lib: Engine) -> None:
+    search(lib, "quantum gravity")
+    lib.delete_library("lib")
+    lib.create_library("lib")
+    assert lib.gaps.list("lib") == []

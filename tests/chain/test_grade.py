@@ -1,0 +1,50 @@
+"""The corrective grade: its stated rule, figure by figure."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragspine.chain.grade import content_terms, grade
+from ragspine.retrieval.search import SearchHit
+
+
+def hit(text: str, **scores: float | None) -> SearchHit:
+    return SearchHit(library_id="lib", doc_id="d", title="", page=1, bbox=[0.0, 0.0, 1.0, 1.0], chunk_id="d/c0",
+                     text=text, version=1, scores=dict(scores))
+
+
+def test_content_terms_leave_function_words_out() -> None:
+    assert content_terms("What is the revenue of Acme in 2023?") == ["revenue", "acme", "2023"]
+
+
+def test_no_hits_is_weak() -> None:
+    g = grade("revenue", [], min_coverage=0.5, depth=3)
+    assert (g.ok, g.verdict) == (False, "no_hits")
+
+
+def test_coverage_over_the_first_passages() -> None:
+    # terms: revenue, acme, 2023, asia -> the first two passages hold revenue + acme = 2/4.
+    hs = [hit("acme revenue", bm25=3.0), hit("revenue again", bm25=2.0), hit("asia 2023", bm25=1.0)]
+    g = grade("acme revenue 2023 asia", hs, min_coverage=0.5, depth=2)
+    assert g.ok and g.coverage == pytest.approx(0.5)
+    g = grade("acme revenue 2023 asia", hs, min_coverage=0.6, depth=2)
+    assert (g.ok, g.verdict, g.missing_terms) == (False, "low_coverage", ("2023", "asia"))
+    assert "50%" in g.reason() and "2023" in g.reason()
+    assert grade("acme revenue 2023 asia", hs, min_coverage=1.0, depth=3).ok  # the third adds the rest
+
+
+def test_channels_must_agree_on_the_top_page() -> None:
+    # Channels that ran: bm25, bm25_page, dense (visual scored nothing). The top hit was found
+    # by bm25 alone: 1/3 < 1/2.
+    hs = [hit("acme revenue", bm25=3.0, bm25_page=None, dense=None),
+          hit("acme revenue", bm25=None, bm25_page=2.0, dense=0.5)]
+    g = grade("acme revenue", hs, min_coverage=0.5, depth=3)
+    assert (g.ok, g.verdict) == (False, "channels_disagree")
+    assert g.agreement == pytest.approx(1 / 3)
+    hs[0].scores["dense"] = 0.9  # now 2/3
+    assert grade("acme revenue", hs, min_coverage=0.5, depth=3).ok
+
+
+def test_one_channel_has_nothing_to_disagree_with() -> None:
+    g = grade("acme", [hit("acme", bm25=1.0)], min_coverage=0.5, depth=3)
+    assert g.ok and g.agreement is None

@@ -1,0 +1,153 @@
+"""The query chain through the engine: rewrite, the corrective loop, the post-chain, the gap log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragspine.config import Settings
+from ragspine.engine import Engine
+from ragspine.retrieval.search import SearchResponse
+
+EN = "Acme Holdings reported strong revenue growth in Asia."
+ZH = "阿克米控股在亚洲的营业收入大幅增长。"
+RELATIONS = ("source,relation,target,provenance,source_aliases\n"
+             "Acme Holdings,peer_of,Beta Corp,annual report p.3,阿克米控股\n").encode()
+
+
+def make(data_dir: Path, **kw: Any) -> Engine:
+    eng = Engine(Settings(data_dir=data_dir, reranker="none", **kw))
+    eng.create_library("lib")
+    eng.ingest_text("lib", "en", EN, {"region": "asia"})
+    eng.ingest_text("lib", "zh", ZH, {"region": "asia"})
+    eng.ingest_text("lib", "beta", "Beta Corp turnover fell in Europe.", {"region": "europe"})
+    return eng
+
+
+@pytest.fixture
+def eng(data_dir: Path) -> Engine:
+    e = make(data_dir)
+    yield e
+    e.close()
+
+
+def search(eng: Engine, query: str, **kw: Any) -> SearchResponse:
+    return eng.search({"query": query, "libraries": ["lib"], "mode": "bm25", **kw})
+
+
+def test_a_graph_alias_finds_the_report_that_uses_the_other_language(eng: Engine) -> None:
+    assert [h.doc_id for h in search(eng, "Acme Holdings").hits] == ["en"]
+    eng.graph.upload_relations("lib", RELATIONS, "relations.csv")
+    res = search(eng, "Acme Holdings", rewrite=True)
+    assert [q["query"] for q in res.queries] == ["Acme Holdings", "阿克米控股"]
+    assert res.queries[1]["sources"] == ["graph"]
+    found = {h.doc_id: h.found_by for h in res.hits}
+    assert found == {"en": [0], "zh": [1]}
+    # Without the flag nothing changes, and the answer says nothing of queries.
+    plain = search(eng, "Acme Holdings")
+    assert [h.doc_id for h in plain.hits] == ["en"] and plain.queries is None
+    assert "queries" not in plain.to_json() and "found_by" not in plain.to_json()["hits"][0]
+
+
+def test_the_glossary_rewrites_and_fusion_counts_each_variant_once(eng: Engine) -> None:
+    eng.glossaries.upload("lib", "term,synonyms\nrevenue,turnover|营业收入\n".encode(), "g.csv")
+    res = search(eng, "revenue", rewrite=True)
+    assert [q["query"] for q in res.queries] == ["revenue", "turnover", "营业收入"]
+    by_doc = {h.doc_id: h for h in res.hits}
+    assert {d: h.found_by for d, h in by_doc.items()} == {"en": [0], "beta": [1], "zh": [2]}
+    # Each page found by one variant at rank 1: RRF 1/(60+1) each; ties go to the id order.
+    assert [h.doc_id for h in res.hits] == ["beta", "en", "zh"]
+    assert all(h.scores["fused"] == pytest.approx(1 / 61) for h in res.hits)
+    assert res.to_json()["hits"][0]["found_by"] == [1]
+
+
+def test_the_setting_is_the_default_and_a_request_overrides_it(data_dir: Path) -> None:
+    eng = make(data_dir, rewrite=True)
+    try:
+        eng.glossaries.upload("lib", b"term,synonyms\nrevenue,turnover\n", "g.csv")
+        assert {h.doc_id for h in search(eng, "revenue").hits} == {"en", "beta"}
+        assert {h.doc_id for h in search(eng, "revenue", rewrite=False).hits} == {"en"}
+    finally:
+        eng.close()
+
+
+def test_corrective_drops_filters_only_when_allowed(eng: Engine) -> None:
+    flt = [{"field": "region", "op": "eq", "value": "africa"}]
+    res = search(eng, "revenue growth", filters=flt, corrective=True)
+    assert res.abstained and res.hits == []
+    assert [s["step"] for s in res.corrective["steps"]] == ["search"]
+    assert res.corrective["reason"] == "no passage matched the query"
+    res = search(eng, "revenue growth", filters=flt, corrective=True, allow_unfiltered_fallback=True)
+    assert not res.abstained and [h.doc_id for h in res.hits] == ["en"]
+    assert [(s["step"], s["verdict"]) for s in res.corrective["steps"]] == [("search", "no_hits"),
+                                                                           ("drop_filters", "ok")]
+    assert res.filters_relaxed and any(r.startswith("filters_relaxed") for r in res.degraded_reasons)
+
+
+def test_corrective_rewrites_a_weak_answer(data_dir: Path) -> None:
+    eng = make(data_dir, corrective_min_coverage=0.8)
+    try:
+        eng.glossaries.upload("lib", b"term,synonyms\nturnover,revenue\n", "g.csv")
+        # "turnover growth asia": Acme's page, first, has growth and asia (2/3 < 0.8); the
+        # variant "revenue growth asia" covers all three there.
+        res = search(eng, "turnover growth asia", corrective=True, top_k=1)
+        assert [(s["step"], s["verdict"]) for s in res.corrective["steps"]] == [("search", "low_coverage"),
+                                                                               ("rewrite", "ok")]
+        assert res.corrective["steps"][0]["coverage"] == round(2 / 3, 4)  # reported to 4 places
+        assert res.corrective["steps"][1]["coverage"] == pytest.approx(1.0)
+        assert [h.doc_id for h in res.hits] == ["en"] and not res.abstained
+        assert [q["query"] for q in res.queries] == ["turnover growth asia", "revenue growth asia"]
+    finally:
+        eng.close()
+
+
+def test_corrective_abstains_after_at_most_two_actions(eng: Engine) -> None:
+    eng.glossaries.upload("lib", b"term,synonyms\nturnover,revenue\n", "g.csv")
+    flt = [{"field": "region", "op": "eq", "value": "europe"}]
+    res = search(eng, "turnover dividends buyback plans", filters=flt, corrective=True,
+                 allow_unfiltered_fallback=True)
+    steps = res.corrective["steps"]
+    assert [s["step"] for s in steps] == ["search", "drop_filters", "rewrite"]
+    assert all(s["verdict"] == "low_coverage" for s in steps)
+    assert res.abstained and res.hits == [] and res.corrective["actions"] == 2
+    assert "missing: dividends, buyback, plans" in res.corrective["reason"]
+    gaps = eng.gaps.list("lib")
+    assert [(g["query"], g["reason"][:10]) for g in gaps] == [("turnover dividends buyback plans", "abstained:")]
+    assert gaps[0]["filters"] == flt
+    assert res.to_json()["abstained"] is True
+
+
+def test_postprocess_reorders_and_keeps_citations_byte_for_byte(data_dir: Path) -> None:
+    eng = Engine(Settings(data_dir=data_dir, reranker="none", mmr_lambda=0.5))
+    try:
+        eng.create_library("lib")
+        texts = {"a": "harbour traffic grew in the north terminal", "b": "harbour traffic grew in the north terminal",
+                 "c": "harbour fees rose", "d": "harbour dredging ended"}
+        for doc, text in texts.items():
+            eng.ingest_text("lib", doc, text)
+        plain = search(eng, "harbour traffic grew", top_k=4)
+        assert [h.doc_id for h in plain.hits] == ["a", "b", "c", "d"]
+        cites = {h.doc_id: {k: v for k, v in h.to_json().items() if k != "scores"} for h in plain.hits}
+        # Fused 3/61, 3/62, 3/63, 3/64 (first to fourth in both BM25 channels, weights 1 + 2):
+        # relevance a 1, b 0.656, c 0.323, d 0. Cosines: a-b 1, a-c = a-d = 1/sqrt(21) = 0.218.
+        # MMR, lambda 0.5, after a: b 0.328 - 0.5 = -0.172; c 0.161 - 0.109 = 0.052; d -0.109 -> c.
+        res = search(eng, "harbour traffic grew", top_k=2, postprocess=["mmr", "lost_in_middle"])
+        assert [h.doc_id for h in res.hits] == ["a", "c"]
+        assert res.postprocess == ["mmr", "lost_in_middle"]
+        for h in res.hits:
+            assert {k: v for k, v in h.to_json().items() if k != "scores"} == cites[h.doc_id]
+        only_lim = search(eng, "harbour traffic grew", top_k=4, postprocess=["lost_in_middle"])
+        assert [h.doc_id for h in only_lim.hits] == ["a", "c", "d", "b"]
+    finally:
+        eng.close()
+
+
+def test_bad_chain_requests_are_422(eng: Engine) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="postprocess lists a step twice"):
+        search(eng, "revenue", postprocess=["mmr", "mmr"])
+    with pytest.raises(ValidationError):
+        search(eng, "revenue", postprocess=["shuffle"])
