@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ragspine.cli.graph import run_with_engine as _run
+
 SettingsFn = Callable[[argparse.Namespace], Any]
 FailFn = Callable[[str], NoReturn]
 
@@ -33,20 +35,6 @@ def add_chain_commands(sub: Any, settings: SettingsFn, fail: FailFn) -> None:
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--json", action="store_true", help="print the API's JSON answer")
     p.set_defaults(func=lambda a: _gaps(a, settings, fail))
-
-
-def _run(args: argparse.Namespace, settings: SettingsFn, fail: FailFn, work: Callable[[Any], Any]) -> Any:
-    from ragspine.engine import Engine
-    from ragspine.errors import RagspineError
-
-    engine = Engine(settings(args))
-    try:
-        engine.library(args.library)
-        return work(engine)
-    except RagspineError as exc:
-        fail(exc.detail)
-    finally:
-        engine.close()
 
 
 def _glossary(args: argparse.Namespace, settings: SettingsFn, fail: FailFn) -> int:

@@ -59,7 +59,8 @@ def add_graph_commands(sub: Any, settings: SettingsFn, fail: FailFn) -> None:
     p.set_defaults(func=lambda a: _rebuild(a, settings, fail))
 
 
-def _run(args: argparse.Namespace, settings: SettingsFn, fail: FailFn, work: Callable[[Any], Any]) -> Any:
+def run_with_engine(args: argparse.Namespace, settings: SettingsFn, fail: FailFn, work: Callable[[Any], Any]) -> Any:
+    """``work(engine)`` on an engine over ``args.library`` (opened first); a ragspine error is one line."""
     from ragspine.engine import Engine
     from ragspine.errors import RagspineError
 
@@ -104,7 +105,7 @@ def _relations(args: argparse.Namespace, settings: SettingsFn, fail: FailFn) -> 
         fail(f"no such file: {args.file}")
     data = path.read_bytes()
     mode = "merge" if args.merge else "replace"
-    out = _run(args, settings, fail, lambda e: e.graph.upload_relations(args.library, data, path.name, mode))
+    out = run_with_engine(args, settings, fail, lambda e: e.graph.upload_relations(args.library, data, path.name, mode))
     if args.json:
         return _print_json(out)
     print(f"{path.name}: {out['rows']} rows declared ({mode}); {out['declared']['entities']} declared entities; "
@@ -113,7 +114,7 @@ def _relations(args: argparse.Namespace, settings: SettingsFn, fail: FailFn) -> 
 
 
 def _entities(args: argparse.Namespace, settings: SettingsFn, fail: FailFn) -> int:
-    found = _run(args, settings, fail,
+    found = run_with_engine(args, settings, fail,
                  lambda e: e.graph.entities(args.library, args.query, type=args.type, limit=args.limit))
     if args.json:
         return _print_json({"entities": [n.to_json() for n in found]})
@@ -126,7 +127,7 @@ def _entities(args: argparse.Namespace, settings: SettingsFn, fail: FailFn) -> i
 
 
 def _neighbors(args: argparse.Namespace, settings: SettingsFn, fail: FailFn) -> int:
-    out = _run(args, settings, fail, lambda e: e.graph.neighbors(
+    out = run_with_engine(args, settings, fail, lambda e: e.graph.neighbors(
         args.library, args.entity, relation=args.relation, depth=args.depth, direction=args.direction,
         limit=args.limit))
     if args.json:
@@ -141,7 +142,7 @@ def _neighbors(args: argparse.Namespace, settings: SettingsFn, fail: FailFn) -> 
 
 
 def _paths(args: argparse.Namespace, settings: SettingsFn, fail: FailFn) -> int:
-    out = _run(args, settings, fail, lambda e: e.graph.paths(
+    out = run_with_engine(args, settings, fail, lambda e: e.graph.paths(
         args.library, args.source, args.target, max_hops=args.max_hops, relation=args.relation))
     if args.json:
         return _print_json(out)
@@ -155,7 +156,7 @@ def _paths(args: argparse.Namespace, settings: SettingsFn, fail: FailFn) -> int:
 
 
 def _rebuild(args: argparse.Namespace, settings: SettingsFn, fail: FailFn) -> int:
-    out = _run(args, settings, fail, lambda e: e.graph.rebuild(args.library))
+    out = run_with_engine(args, settings, fail, lambda e: e.graph.rebuild(args.library))
     if args.json:
         return _print_json(out)
     print(f"graph of '{args.library}' rebuilt: {out['nodes']} nodes, {out['edges']} edges")
