@@ -151,3 +151,43 @@ def test_bad_chain_requests_are_422(eng: Engine) -> None:
         search(eng, "revenue", postprocess=["mmr", "mmr"])
     with pytest.raises(ValidationError):
         search(eng, "revenue", postprocess=["shuffle"])
+
+
+def test_restricted_content_never_leaves_through_the_chain(data_dir: Path) -> None:
+    """(docs/invariants.md, 1) A RESTRICTED page's words cannot come back through a variant,
+    a corrective retry, the post-chain or the gap log; the canary typed as a query is kept in
+    the gap log as the user typed it, and nothing else of the page is."""
+    import json
+
+    import pdfs
+    from pdfs import Page
+
+    from ragspine.chain.gaps import KIND_GAP
+    from ragspine.store.base import Where
+
+    eng = Engine(Settings(data_dir=data_dir, reranker="none"))
+    try:
+        eng.create_library("lib")
+        pdf = pdfs.make_pdf([Page(["Harbour traffic grew this year."]),
+                             Page(["Harbour zqxchaincanary plan zqxsecretbody."], header="RESTRICTED")])
+        eng.ingest("lib", pdf, {"doc_id": "report"})
+        eng.glossaries.upload("lib", b"term,synonyms\nharbour,zqxchaincanary\n", "g.csv")
+        answers = [
+            search(eng, "harbour plan", rewrite=True, corrective=True, postprocess=["mmr", "lost_in_middle"]),
+            search(eng, "zqxchaincanary", rewrite=True, corrective=True),
+            search(eng, "zqxsecretbody plan", corrective=True, postprocess=["mmr"]),
+        ]
+        assert [h.page for h in answers[0].hits] == [1]
+        # The canary's glossary group leads to the public page (variant "harbour"), never to page 2.
+        assert [h.page for h in answers[1].hits] == [1] and answers[1].hits[0].found_by == [1]
+        assert answers[2].abstained
+        for res in answers:
+            text = json.dumps([h.to_json() for h in res.hits], ensure_ascii=False)
+            assert "zqx" not in text
+        gaps = eng.store.scroll("lib", Where(kind=KIND_GAP))
+        assert [g.payload["query"] for g in gaps] == ["zqxsecretbody plan"]
+        for g in gaps:  # the query as typed, its filters, counts and times - nothing found
+            assert set(g.payload) == {"kind", "gap_id", "query", "filters", "hit_count", "first_seen",
+                                      "last_seen", "reason"}
+    finally:
+        eng.close()
