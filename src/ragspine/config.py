@@ -183,6 +183,10 @@ class Settings(BaseSettings):
     corrective_min_coverage: float = Field(default=0.4, ge=0.0, le=1.0)
     #: Corrective grade: passages (best first) whose terms count towards the coverage.
     corrective_depth: int = Field(default=3, ge=1, le=50)
+    #: Count searches that find nothing (or abstain) in the library's knowledge-gap log. The log
+    #: keeps the user's query as typed, so a query naming a secret is kept; turn it off where
+    #: queries themselves must not be stored.
+    gap_log: bool = True
     #: MMR trade-off: 1 = relevance only, 0 = diversity only.
     mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
     #: MMR chooses ``top_k`` hits out of ``top_k * mmr_pool_factor`` fused candidates.

@@ -196,14 +196,15 @@ class Engine:
         """The query chain (rewrite, corrective loop, post-chain, gap log) over a searcher with
         ``settings``; evaluation runs one without the gap log."""
         searcher = self.searcher if settings is self.settings else self.searcher_for(settings)
+        graph = self.graph  # not ``self``: the chain must not keep the engine alive (a cycle)
 
         def base(req: SearchRequest) -> SearchResponse:
             if req.expand is not None:
-                return self.graph.search(req, searcher)
+                return graph.search(req, searcher)
             return searcher.search(req)
 
-        return QueryChain(searcher.settings, searcher, self.glossaries, self.gaps if record_gaps else None,
-                          self.graph.synonym_groups, base=base)
+        gaps = self.gaps if record_gaps and settings.gap_log else None
+        return QueryChain(searcher.settings, searcher, self.glossaries, gaps, graph.synonym_groups, base=base)
 
     def close(self) -> None:
         self.indexer.close()

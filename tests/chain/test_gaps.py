@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 import time
 
 import pytest
@@ -107,3 +108,15 @@ def test_gaps_go_with_their_library(lib: Engine) -> None:
     lib.delete_library("lib")
     lib.create_library("lib")
     assert lib.gaps.list("lib") == []
+
+
+def test_the_gap_log_can_be_turned_off(data_dir: Path) -> None:
+    from ragspine.config import Settings
+
+    eng = Engine(Settings(data_dir=data_dir, gap_log=False))
+    try:
+        eng.create_library("lib")
+        eng.search({"query": "quantum gravity", "libraries": ["lib"]})
+        assert eng.store.count("lib", Where(kind="gap")) == 0
+    finally:
+        eng.close()
