@@ -1,0 +1,282 @@
+"""RRF channel weights (BM25 passage, BM25 page, dense) chosen by leave-one-dataset-out.
+
+    .venv/bin/python bench/fusion_loo.py [--datasets tatqa_dev,cranfield,cmrc2018_dev_retrieval,mmlongbench_dev]
+                                         [--dense-model all-MiniLM-L6-v2] [--limit N] [--json PATH]
+
+Scores nDCG@10 over a grid of fusion weights on each shared dev set (``../shared/data``; sets
+not found there are skipped with a message):
+
+- ``bm25`` mode: ``bm25_chunk_weight`` c in {0, 0.5, 1} x ``bm25_page_weight`` p in
+  {0, 0.5, 1, 1.5, 2, 3}, not both 0;
+- ``hybrid`` mode (BM25 + dense passages of the dense model, CPU): the same points x
+  ``dense_weight`` d in {0, 0.25, 0.5, 0.75, 1}. all-MiniLM-L6-v2 serves English only, so on
+  CMRC2018 the dense channel is skipped and hybrid equals bm25 by construction;
+- the baseline, plain single-field BM25 with the same k1/b: bm25 mode, c=0, p=1 (the page
+  channel alone: the whole document for the text sets, the page text for MMLongBench).
+
+Each set is indexed once per mode (``evaluate_variants``): BM25 only for bm25 mode, BM25 +
+dense vectors for hybrid mode. MMLongBench is ingested with OCR off (``Settings(ocr="off")``:
+~40 s instead of OCRing the scanned pages; its 10 image-only PDFs are not indexed, so their
+judged pages count as misses in every variant). RRF is homogeneous in its weights, so points
+that are multiples of each other (c=0.5, p=1 and c=1, p=2) rank identically (checked: every
+metric equal): one point per ratio class is searched and its figures serve the whole class (9
+of 17 bm25 points, 61 of 85 hybrid), and each query is encoded once per set, not once per point.
+
+Then, for each mode:
+
+- leave-one-dataset-out: for each held-out set, the grid point with the best mean nDCG@10 over
+  the other sets (ties: the point nearest the current defaults c=1, p=2, d=0.75), scored on
+  the held-out set against the baseline and the old defaults;
+- the recommendation: among the points at or above the baseline on every set, the best mean
+  (if none qualifies: the best worst-case difference to the baseline, and it says so);
+- before/after per set: the old defaults against the recommended points in both modes.
+
+Runtime, 2 CPU cores, all four sets, no ``--limit``: 5,340 s (89 min). bm25 mode 7.5 min in
+all; hybrid mode TAT-QA 19 min, Cranfield 6, CMRC2018 41 (the dense channel is skipped, but
+61 points x 3,219 queries are searched), MMLongBench 16 (6.6 of them MiniLM ingest). Nearly all
+of it is searching (~7-12 ms a query per point). ``--limit 50 --datasets tatqa_dev,cranfield``
+took 13 min with the cores shared with a test run (10 of them MiniLM ingest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+SETS = {"tatqa_dev": DATA / "text" / "tatqa_dev", "cranfield": DATA / "text" / "cranfield",
+        "cmrc2018_dev_retrieval": DATA / "text" / "cmrc2018_dev_retrieval",
+        "mmlongbench_dev": DATA / "mmlongbench_dev"}
+CHUNK_WEIGHTS = (0.0, 0.5, 1.0)
+PAGE_WEIGHTS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
+DENSE_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+#: The settings a grid point sets, in the order of its coordinates.
+KEYS = ("bm25_chunk_weight", "bm25_page_weight", "dense_weight")
+MODES = ("bm25", "hybrid")
+DEFAULTS = {"bm25": (1.0, 2.0), "hybrid": (1.0, 2.0, 0.75)}
+BASELINE = (0.0, 1.0)
+
+Point = tuple[float, ...]
+#: dataset -> grid point -> nDCG@10
+Table = Mapping[str, Mapping[Point, float]]
+
+
+def grid(mode: str) -> list[Point]:
+    bm25 = [(c, p) for c in CHUNK_WEIGHTS for p in PAGE_WEIGHTS if c or p]
+    return bm25 if mode == "bm25" else [(c, p, d) for c, p in bm25 for d in DENSE_WEIGHTS]
+
+
+def label(point: Point) -> str:
+    return " ".join(f"{name}={w:g}" for name, w in zip("cpd", point))
+
+
+def ratio_class(point: Point) -> Point:
+    """The point scaled to a largest weight of 1: RRF ranks multiples of a point identically."""
+    top = max(point)
+    return tuple(round(w / top, 9) for w in point)
+
+
+# -- selection (pure) --------------------------------------------------------------------------
+
+
+def mean_score(table: Table, point: Point, sets: Iterable[str]) -> float:
+    scores = [table[s][point] for s in sets]
+    return math.fsum(scores) / len(scores)
+
+
+def choose(table: Table, sets: Iterable[str], default: Point) -> Point:
+    """The point with the best mean nDCG@10 over ``sets``; ties go to the one nearest ``default``."""
+    sets = list(sets)
+    points = next(iter(table.values())).keys()
+    return min(points, key=lambda p: (-mean_score(table, p, sets), math.dist(p, default)))
+
+
+def leave_one_out(table: Table, default: Point) -> dict[str, Point]:
+    """For each set, the point :func:`choose` picks on all the other sets."""
+    return {held: choose(table, [s for s in table if s != held], default) for held in table}
+
+
+def recommend(table: Table, baseline: Mapping[str, float], default: Point) -> tuple[Point, bool]:
+    """The best-mean point among those scoring at least ``baseline`` on every set, and True; when
+    none does, the point with the best worst-case difference to the baseline, and False. Ties
+    go to the better mean, then to the point nearest ``default``."""
+    points = list(next(iter(table.values())).keys())
+
+    def worst(p: Point) -> float:
+        return min(table[s][p] - baseline[s] for s in table)
+
+    def rank(p: Point) -> tuple[float, float]:
+        return -mean_score(table, p, table), math.dist(p, default)
+
+    qualified = [p for p in points if worst(p) >= 0]
+    if qualified:
+        return min(qualified, key=rank), True
+    return min(points, key=lambda p: (-worst(p), *rank(p))), False
+
+
+# -- measuring ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def query_vectors_memoised() -> Iterator[None]:
+    """Encode each query once, not once per grid point: the variants of ``evaluate_variants``
+    run the same queries one after another, and on CPU the query encoding is most of a
+    hybrid search (all-MiniLM-L6-v2 on 2 busy cores: ~280 ms of ~290 ms)."""
+    from ragspine.models.base import BaseDenseTextEncoder
+
+    encode = BaseDenseTextEncoder.encode
+    cache: dict[tuple[int, str], np.ndarray] = {}
+
+    def memoised(self: BaseDenseTextEncoder, texts: Sequence[str], kind: Any = "query") -> np.ndarray:
+        if kind != "query" or len(texts) != 1:
+            return encode(self, texts, kind)
+        key = (id(self), texts[0])
+        if key not in cache:
+            cache[key] = encode(self, texts, kind)
+        return cache[key].copy()
+
+    BaseDenseTextEncoder.encode = memoised  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        BaseDenseTextEncoder.encode = encode  # type: ignore[method-assign]
+
+
+def score_grid(settings: Any, root: Path, mode: str, limit: int | None) -> dict[Point, dict[str, Any]]:
+    """Every grid point of ``mode`` -> its ``evaluate_variants`` result, one index for all."""
+    from ragspine.evaluation import evaluate_variants
+
+    points = grid(mode)
+    searched: dict[Point, Point] = {}
+    for p in points:
+        searched.setdefault(ratio_class(p), p)
+    variants = {label(p): dict(zip(KEYS, p)) for p in searched.values()}
+    with query_vectors_memoised():
+        res = evaluate_variants(settings, root, variants, mode=mode, limit_queries=limit)
+    return {p: res[label(searched[ratio_class(p)])] for p in points}
+
+
+def ndcg_table(results: Mapping[str, Mapping[Point, Mapping[str, Any]]]) -> dict[str, dict[Point, float]]:
+    return {s: {p: r["ndcg@10"] for p, r in by_point.items()} for s, by_point in results.items()}
+
+
+# -- printing ----------------------------------------------------------------------------------
+
+
+def print_loo(mode: str, table: Table, baseline: Mapping[str, float]) -> dict[str, Point]:
+    chosen = leave_one_out(table, DEFAULTS[mode])
+    print(f"\nleave-one-dataset-out, {mode} mode (nDCG@10 on the held-out set)")
+    print(f"  {'held out':<24} {'chosen weights':<20} {'held-out':>8} {'baseline':>8} {'delta':>8} {'old dflt':>8}")
+    for held, p in chosen.items():
+        got = table[held][p]
+        print(f"  {held:<24} {label(p):<20} {got:8.4f} {baseline[held]:8.4f} {got - baseline[held]:+8.4f} "
+              f"{table[held][DEFAULTS[mode]]:8.4f}")
+    return chosen
+
+
+def print_recommendation(mode: str, table: Table, baseline: Mapping[str, float]) -> tuple[Point, bool]:
+    point, qualifies = recommend(table, baseline, DEFAULTS[mode])
+    deltas = ", ".join(f"{s} {table[s][point] - baseline[s]:+.4f}" for s in table)
+    why = "at or above the baseline on every set, best mean" if qualifies else \
+        "NO point is at or above the baseline on every set; best worst-case delta"
+    print(f"\nrecommended {mode} weights: {label(point)} ({why}); mean nDCG@10 "
+          f"{mean_score(table, point, table):.4f} vs old defaults {mean_score(table, DEFAULTS[mode], table):.4f}; "
+          f"vs baseline: {deltas}")
+    return point, qualifies
+
+
+def print_before_after(tables: Mapping[str, Table], baseline: Mapping[str, float],
+                       after: Mapping[str, Point]) -> None:
+    print(f"\nbefore/after (nDCG@10): old defaults {label(DEFAULTS['bm25'])} / {label(DEFAULTS['hybrid'])}; "
+          f"recommended {label(after['bm25'])} / {label(after['hybrid'])}")
+    head = "".join(f" {f'{m} {w}':>13}" for m in MODES for w in ("before", "after"))
+    print(f"  {'dataset':<24} {'baseline':>8}{head}")
+    for s in baseline:
+        row = "".join(f" {tables[m][s][p]:13.4f}" for m in MODES
+                      for p in (DEFAULTS[m], after[m]))
+        print(f"  {s:<24} {baseline[s]:8.4f}{row}")
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from ragspine.config import Settings
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--datasets", default=",".join(SETS))
+    ap.add_argument("--dense-model", default="all-MiniLM-L6-v2")
+    ap.add_argument("--limit", type=int, default=None, help="first N judged queries per set")
+    ap.add_argument("--json", type=Path, default=None, help="also write all results here")
+    args = ap.parse_args()
+
+    if not DATA.is_dir():
+        print(f"no evaluation data at {DATA}; nothing to measure (see the data README there)")
+        return 0
+    base = Settings(reranker="none", device="cpu", ocr="off")
+    settings = {"bm25": base, "hybrid": base.model_copy(update={"dense_model": args.dense_model})}
+    results: dict[str, dict[str, dict[Point, dict[str, Any]]]] = {m: {} for m in MODES}
+    seconds: dict[str, dict[str, float]] = {m: {} for m in MODES}
+    t_all = time.perf_counter()
+    print(f"dense model {args.dense_model}; rrf k {base.rrf_k}; bm25 k1 {base.bm25_k1} b {base.bm25_b}; "
+          f"OCR off", flush=True)
+    for name in args.datasets.split(","):
+        root = SETS.get(name, Path(name))
+        if not root.is_dir():
+            print(f"{name}: not found at {root}; skipped", file=sys.stderr)
+            continue
+        for mode in MODES:
+            t0 = time.perf_counter()
+            results[mode][name] = score_grid(settings[mode], root, mode, args.limit)
+            seconds[mode][name] = round(time.perf_counter() - t0, 1)
+            some = next(iter(results[mode][name].values()))
+            print(f"{name} {mode}: {some['queries']} queries, {seconds[mode][name]:.0f} s "
+                  f"(ingest {some['ingest_seconds']:.0f} s)", flush=True)
+    if not results["bm25"]:
+        print("no dataset found; nothing to compare")
+        return 0
+
+    tables = {m: ndcg_table(results[m]) for m in MODES}
+    baseline = {s: t[BASELINE] for s, t in tables["bm25"].items()}
+    chosen: dict[str, dict[str, Point]] = {}
+    after: dict[str, Point] = {}
+    qualifies: dict[str, bool] = {}
+    for mode in MODES:
+        if len(tables[mode]) > 1:
+            chosen[mode] = print_loo(mode, tables[mode], baseline)
+        else:
+            print(f"\nleave-one-dataset-out, {mode} mode: needs at least two datasets")
+        after[mode], qualifies[mode] = print_recommendation(mode, tables[mode], baseline)
+    print_before_after(tables, baseline, after)
+    total = time.perf_counter() - t_all
+    print(f"\ntotal {total:.0f} s")
+
+    if args.json:
+        args.json.write_text(json.dumps({
+            "limit": args.limit, "dense_model": args.dense_model, "total_seconds": round(total, 1),
+            "seconds": seconds, "baseline": {"point": label(BASELINE), "ndcg@10": baseline},
+            "old_defaults": {m: label(DEFAULTS[m]) for m in MODES},
+            "leave_one_out": {m: {s: label(p) for s, p in c.items()} for m, c in chosen.items()},
+            "recommended": {m: {"point": label(after[m]), "at_or_above_baseline_everywhere": qualifies[m]}
+                            for m in MODES},
+            "results": {m: {s: {label(p): r for p, r in by_point.items()} for s, by_point in results[m].items()}
+                        for m in MODES},
+        }, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

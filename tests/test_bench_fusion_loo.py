@@ -1,0 +1,67 @@
+"""bench/fusion_loo.py: the leave-one-dataset-out choice and the recommendation rule, on toy
+nDCG@10 tables worked out by hand (scores are multiples of 1/16, so every mean is exact)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "fusion_loo.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fusion_loo", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fl = _load()
+
+DEFAULT = (1.0, 2.0)  # the old defaults
+HALF = (0.5, 1.0)  # a multiple of the defaults: RRF ranks it the same, so it scores the same
+PLAIN = (0.0, 1.0)  # the baseline
+CHUNK = (1.0, 0.0)
+TABLE = {
+    "a": {DEFAULT: 0.5, HALF: 0.5, PLAIN: 0.375, CHUNK: 0.625},
+    "b": {DEFAULT: 0.5, HALF: 0.5, PLAIN: 0.4375, CHUNK: 0.25},
+    "c": {DEFAULT: 0.25, HALF: 0.25, PLAIN: 0.3125, CHUNK: 0.4375},
+}
+BASELINE = {s: scores[PLAIN] for s, scores in TABLE.items()}
+
+
+def test_leave_one_out_picks_the_best_mean_of_the_other_sets() -> None:
+    # Held out a: means over b, c are DEFAULT/HALF/PLAIN 0.375 (a tie: DEFAULT is nearest the
+    # defaults), CHUNK 0.34375. Held out b: over a, c CHUNK 0.53125 beats 0.375. Held out c:
+    # over a, b DEFAULT and HALF 0.5 (DEFAULT nearest), CHUNK 0.4375, PLAIN 0.40625.
+    assert fl.leave_one_out(TABLE, DEFAULT) == {"a": DEFAULT, "b": CHUNK, "c": DEFAULT}
+
+
+def test_ties_go_to_the_point_nearest_the_defaults() -> None:
+    assert fl.choose(TABLE, ["c"], DEFAULT) == CHUNK
+    assert fl.choose(TABLE, ["a", "b"], DEFAULT) == DEFAULT
+    assert fl.choose(TABLE, ["a", "b"], HALF) == HALF
+
+
+def test_recommend_keeps_only_points_at_or_above_the_baseline_everywhere() -> None:
+    # DEFAULT is below the baseline on c, CHUNK on b: only the baseline itself qualifies.
+    assert fl.recommend(TABLE, BASELINE, DEFAULT) == (PLAIN, True)
+    # A point equal to the baseline on b and above it on a and c qualifies, with the best mean.
+    better = (1.0, 3.0)
+    table = {s: {**scores, better: v} for (s, scores), v in zip(TABLE.items(), (0.5625, 0.4375, 0.375))}
+    assert fl.recommend(table, BASELINE, DEFAULT) == (better, True)
+
+
+def test_without_a_qualifying_point_the_best_worst_case_wins() -> None:
+    # Worst differences to this baseline: DEFAULT/HALF -0.25 (a), CHUNK -0.25 (b), PLAIN -0.375;
+    # of the tied three CHUNK has the best mean (1.3125/3 against 1.25/3).
+    assert fl.recommend(TABLE, {"a": 0.75, "b": 0.5, "c": 0.375}, DEFAULT) == (CHUNK, False)
+
+
+def test_grid_and_ratio_classes() -> None:
+    assert len(fl.grid("bm25")) == 17 and len(fl.grid("hybrid")) == 85
+    assert len({fl.ratio_class(p) for p in fl.grid("bm25")}) == 9
+    assert len({fl.ratio_class(p) for p in fl.grid("hybrid")}) == 61
+    assert fl.ratio_class(HALF) == fl.ratio_class(DEFAULT) != fl.ratio_class((1.0, 3.0))
