@@ -191,3 +191,14 @@ def test_restricted_content_never_leaves_through_the_chain(data_dir: Path) -> No
                                       "last_seen", "reason"}
     finally:
         eng.close()
+
+
+def test_a_variant_over_the_query_limit_is_skipped_not_an_error(data_dir: Path) -> None:
+    eng = make(data_dir, max_query_chars=16)
+    try:
+        eng.glossaries.upload("lib", b"term,synonyms\nrevenue,turnover figures of the year\n", "g.csv")
+        res = search(eng, "revenue growth", rewrite=True)  # 14 chars; the variant would be 36
+        assert [q["query"] for q in res.queries] == ["revenue growth"]
+        assert [h.doc_id for h in res.hits] == ["en"]
+    finally:
+        eng.close()
