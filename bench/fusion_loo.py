@@ -64,6 +64,9 @@ DENSE_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 #: The settings a grid point sets, in the order of its coordinates.
 KEYS = ("bm25_chunk_weight", "bm25_page_weight", "dense_weight")
 MODES = ("bm25", "hybrid")
+#: The defaults before this script chose them (passage 1, page 2, dense 0.75), kept as the
+#: "before" of the report and the tie-break; what it chose (c=0 p=1.5 with BM25 alone - any p
+#: ranks the same - and c=1 p=1.5 d=0.75 beside the dense channel) is now ragspine.config's.
 DEFAULTS = {"bm25": (1.0, 2.0), "hybrid": (1.0, 2.0, 0.75)}
 BASELINE = (0.0, 1.0)
 

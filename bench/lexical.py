@@ -231,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         bm_index_s = time.perf_counter() - ta
         k = min(args.top_k, len(ids))
         # The same work as ragspine's BM25 mode: passages AND pages, 100 candidates each, fused
-        # by weighted RRF (1:2, k=60) at page level - bm25s doing what ragspine does.
+        # by weighted RRF (k=60; the passage weight is 0 by default with BM25 alone, yet its
+        # search still runs, for the citations) at page level - bm25s doing what ragspine does.
         crecs = sorted(engine.store.scroll(lib, Where(kind=KIND_CHUNK, live=True)),
                        key=lambda r: r.payload["chunk_id"])
         cpage = [f"{names.get(r.payload['doc_id'], r.payload['doc_id'])}#p{r.payload['page']}" for r in crecs]
@@ -239,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         cretriever.index([tokenize(r.payload.get("text", "")) for r in crecs], show_progress=False)
         s_ = engine.settings
         kc, kp = min(100, len(cpage)), min(100, len(ids))
+        chunk_weight = s_.passage_weight(alone=True)
 
         def bm25s_two_channels(q: str) -> list[str]:
             fused: dict[str, float] = {}
@@ -247,11 +249,11 @@ def main(argv: list[str] | None = None) -> int:
             rank = 0
             for i, sc in zip(cd[0], cs[0]):
                 pg = cpage[i]
-                if sc <= 0 or pg in seen:
+                if sc <= 0 or pg in seen or not chunk_weight:
                     continue
                 seen.add(pg)
                 rank += 1
-                fused[pg] = fused.get(pg, 0.0) + s_.bm25_chunk_weight / (s_.rrf_k + rank)
+                fused[pg] = fused.get(pg, 0.0) + chunk_weight / (s_.rrf_k + rank)
             pd, ps = retriever.retrieve([qtoks[q]], k=kp, show_progress=False)
             for rank, (i, sc) in enumerate(((i, sc) for i, sc in zip(pd[0], ps[0]) if sc > 0), start=1):
                 fused[ids[i]] = fused.get(ids[i], 0.0) + s_.bm25_page_weight / (s_.rrf_k + rank)

@@ -139,7 +139,7 @@ def test_hybrid_is_weighted_rrf_of_its_channels(colpali_dir: Path, data_dir: Pat
         out = eng.search({"query": "revenue grew in the quarter", "libraries": ["lib"], "mode": "hybrid", "top_k": 10})
         assert out.mode == "hybrid" and not out.degraded
         assert len(out.hits) == 4  # every page has a visual score
-        weights = {"bm25": s.bm25_chunk_weight, "bm25_page": s.bm25_page_weight, "visual": s.visual_weight}
+        weights = {"bm25": s.passage_weight(alone=False), "bm25_page": s.bm25_page_weight, "visual": s.visual_weight}
         ranks: dict[str, dict[int, int]] = {}
         for ch in weights:
             scored = sorted((h for h in out.hits if h.scores[ch] is not None), key=lambda h: -h.scores[ch])

@@ -442,16 +442,24 @@ class Searcher:
 
             ranks: list[list[PageKey]] = []
             weights: list[float] = []
-            # A channel weighted 0 is not queried (RAGSPINE_BM25_CHUNK_WEIGHT / _PAGE_WEIGHT, ...).
-            if lexical and qv.indices and s.bm25_chunk_weight > 0:
+            dense_runs = (lexical and plan.dense and "dense" in queries and lm.dense is not None
+                          and s.dense_weight > 0)
+            visual_runs = (plan.visual and "visual" in queries and lm.page is not None
+                           and (s.visual_weight > 0 or plan.mode == "vector"))
+            chunk_weight = s.passage_weight(alone=not (dense_runs or visual_runs))
+            # A channel weighted 0 does not rank (RAGSPINE_BM25_CHUNK_WEIGHT / _PAGE_WEIGHT, ...);
+            # the passage search runs anyway: it finds each page's best passage to cite.
+            if lexical and qv.indices:
                 hits = sparse.search_sparse(lib, SPARSE_CHUNK, qv, where_chunk, limit, fields=_RANK_FIELDS)
-                ranks.append(chunk_channel([h for h in hits if current(h)], "bm25"))
-                weights.append(s.bm25_chunk_weight)
+                passages = chunk_channel([h for h in hits if current(h)], "bm25")
+                if chunk_weight > 0:
+                    ranks.append(passages)
+                    weights.append(chunk_weight)
             if lexical and qv.indices and s.bm25_page_weight > 0:
                 hits = sparse.search_sparse(lib, SPARSE_PAGE, qv, where_page, limit, fields=_RANK_FIELDS)
                 ranks.append(page_channel([h for h in hits if current(h)], "bm25_page"))
                 weights.append(s.bm25_page_weight)
-            if lexical and plan.dense and "dense" in queries and lm.dense is not None and s.dense_weight > 0:
+            if dense_runs:
                 hits = self.store.search_dense(lib, DENSE_CHUNK, queries["dense"].tolist(), where_chunk, limit,
                                                fields=_RANK_FIELDS)
                 ranks.append(chunk_channel([h for h in hits if current(h)], "dense"))
@@ -510,7 +518,7 @@ class Searcher:
         cands: dict[PageKey, _Cand] = {}
         per_lib: list[list[PageKey]] = []
         for lib in req.libraries:
-            ranked = self.lexical.rank_pages(lib, qv, preds, limit, chunk_weight=s.bm25_chunk_weight,
+            ranked = self.lexical.rank_pages(lib, qv, preds, limit, chunk_weight=s.passage_weight(alone=True),
                                              page_weight=s.bm25_page_weight, rrf_k=s.rrf_k, depth=depth)
             if ranked is None:
                 return None

@@ -248,7 +248,8 @@ class LexicalIndex:
 
         Passage channel: the best ``limit`` passages, ordered by ``(-score, chunk_id)``, each
         page ranked at its best passage. Page channel: the best ``limit`` pages, ordered by
-        ``(-score, doc_id, page)``. A channel weighted 0 is not run. Fusion: RRF,
+        ``(-score, doc_id, page)``. A channel weighted 0 does not rank; the passage channel
+        runs anyway (each ranked page's best passage is its citation). Fusion: RRF,
         ``weight / (rrf_k + rank)`` summed per page; order ``(-fused, -bm25, doc_id, page)``;
         the first ``depth`` pages are returned.
         """
@@ -260,7 +261,7 @@ class LexicalIndex:
                 raise Unsupported("index not ready")
             chans = []
             for fname, w in ((SPARSE_CHUNK, chunk_weight), (SPARSE_PAGE, page_weight)):
-                if w > 0:
+                if w > 0 or fname == SPARSE_CHUNK:  # passages: ranked by or cited only
                     fi = view.fields[fname]
                     where = Where(kind=fi.kind, live=True, predicates=tuple(predicates))
                     chans.append((fi, w, row_mask(view, fi, where)))
@@ -299,8 +300,9 @@ class LexicalIndex:
                 pages = (order, at, rl, sl)
             ranking = [(docs[k >> PAGE_BITS], k & PAGE_MASK) for k in order]
             pkey.update(zip(ranking, order))
-            rankings.append(ranking)
-            weights.append(w)
+            if w > 0:
+                rankings.append(ranking)
+                weights.append(w)
         fc = chans[0][0] if chans and chans[0][0].kind == KIND_CHUNK else None
         fp = chans[-1][0] if chans and chans[-1][0].kind == KIND_PAGE else None
         tiebreak: dict[tuple[str, int], float | None] = {}
