@@ -590,3 +590,75 @@ def test_edge_idf_is_exact_after_reopen(tmp_path: Path) -> None:
         assert len(hits) == 4 and hits[0].score == pytest.approx(math.log(1 + 0.5 / 4.5), rel=1e-5)
     finally:
         s.close()
+
+
+# -- conditional writes (writer leases, fenced commits) ----------------------------------------
+
+
+def test_put_if_inserts_only_when_absent(store: Store) -> None:
+    store.create_collection("lib", CollectionSpec())
+    first = PointData(pid(1), {"kind": "lease", "holder": "a", "epoch": 1})
+    assert store.put_if("lib", first, None) is True
+    assert store.put_if("lib", PointData(pid(1), {"kind": "lease", "holder": "b", "epoch": 1}), None) is False
+    assert store.retrieve("lib", [pid(1)])[0].payload == first.payload
+
+
+def test_put_if_updates_only_on_a_match(store: Store) -> None:
+    store.create_collection("lib", CollectionSpec())
+    store.upsert("lib", [PointData(pid(1), {"kind": "lease", "holder": "a", "epoch": 3})])
+    stale = PointData(pid(1), {"kind": "lease", "holder": "b", "epoch": 4})
+    assert store.put_if("lib", stale, {"holder": "a", "epoch": 2}) is False  # epoch moved on
+    assert store.retrieve("lib", [pid(1)])[0].payload["holder"] == "a"
+    won = PointData(pid(1), {"kind": "lease", "holder": "b", "epoch": 4})
+    assert store.put_if("lib", won, {"holder": "a", "epoch": 3}) is True
+    assert store.retrieve("lib", [pid(1)])[0].payload == won.payload
+    # a conditional update never creates the point
+    assert store.put_if("lib", PointData(pid(2), {"kind": "lease", "epoch": 1}), {"epoch": 0}) is False
+    assert store.retrieve("lib", [pid(2)]) == []
+    with pytest.raises(LibraryNotFoundError):
+        store.put_if("nope", won, None)
+
+
+def test_put_if_has_one_winner_among_threads(store: Store) -> None:
+    import threading
+    store.create_collection("lib", CollectionSpec())
+    store.upsert("lib", [PointData(pid(1), {"kind": "lease", "holder": "none", "epoch": 0})])
+    wins: list[str] = []
+    start = threading.Barrier(6)
+
+    def contend(name: str) -> None:
+        start.wait()
+        if store.put_if("lib", PointData(pid(1), {"kind": "lease", "holder": name, "epoch": 1}),
+                        {"holder": "none", "epoch": 0}):
+            wins.append(name)
+
+    threads = [threading.Thread(target=contend, args=(f"r{i}",)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1
+    assert store.retrieve("lib", [pid(1)])[0].payload["holder"] == wins[0]
+
+
+def test_server_store_asks_for_a_collection_once_and_sees_a_drop_elsewhere() -> None:
+    """No ``collection_exists`` before every call; a collection another replica dropped is a
+    LibraryNotFoundError on the next call, not a raw client error."""
+    from qdrant_client import QdrantClient
+    client = QdrantClient(":memory:")
+    a, b = ServerStore(client), ServerStore(client)  # two replicas, one Qdrant
+    try:
+        a.create_collection("lib", CollectionSpec())
+        checks = a.existence_checks
+        for i in range(20):
+            a.upsert("lib", [PointData(pid(i), {"kind": KIND_DOC, "doc_id": f"d{i}"})])
+            a.retrieve("lib", [pid(i)])
+        assert a.existence_checks - checks == 1  # the first call only
+        b.drop_collection("lib")
+        with pytest.raises(LibraryNotFoundError, match="unknown library 'lib'"):
+            a.retrieve("lib", [pid(1)])
+        with pytest.raises(LibraryNotFoundError):
+            a.upsert("lib", [PointData(pid(1), {"kind": KIND_DOC})])
+        assert a.has_collection("lib") is False
+    finally:
+        a.close()

@@ -13,7 +13,7 @@ Stores know nothing of PDFs or BM25; they move points and run the engine's searc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -241,6 +241,13 @@ class Store(Protocol):
         ...
     def set_payload(self, name: str, where: Where, payload: dict[str, Any]) -> None: ...
     def delete(self, name: str, where: Where) -> None: ...
+    def put_if(self, name: str, point: PointData, expect: Mapping[str, str | int] | None) -> bool:
+        """Write one payload-only point only if it is absent (``expect=None``) or its stored
+        payload matches every ``key: value`` of ``expect``; ``True`` when it was written. The
+        check and the write are one operation for every writer of the collection (Qdrant's
+        conditional upsert: ``update_mode=insert_only`` / ``update_filter``), which is what
+        writer leases and fenced commits across replicas stand on."""
+        ...
     def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         """Delete the points of ``ids`` (ids that do not exist are ignored)."""
         ...

@@ -11,7 +11,7 @@ import json
 import logging
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +257,20 @@ class EdgeStore:
         if flt is None:
             raise ValueError("refusing to delete with an empty filter")
         self._shard(name).update(qe.UpdateOperation.delete_points_by_filter(flt))
+
+    def put_if(self, name: str, point: PointData, expect: Mapping[str, str | int] | None) -> bool:
+        """One process owns an Edge shard, so the check and the write are made one under this
+        store's lock (every ``put_if`` of the process takes it)."""
+        if point.dense or point.sparse:
+            raise ValueError("put_if writes payload-only points")
+        with self._lock:
+            have = self.retrieve(name, [point.id])
+            if expect is None and have:
+                return False
+            if expect is not None and (not have or any(have[0].payload.get(k) != v for k, v in expect.items())):
+                return False
+            self.upsert(name, [point])
+            return True
 
     def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         if ids:

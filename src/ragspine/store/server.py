@@ -7,11 +7,13 @@ Collections are named ``ragspine__<library>``; sharding and replication are the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ragspine.errors import LibraryNotFoundError, StoreError
 from ragspine.scoring.bm25 import SparseVector
@@ -93,11 +95,60 @@ def _full_stage_params(oversampling: float | None) -> models.SearchParams:
     return models.SearchParams(quantization=models.QuantizationSearchParams(**full_stage_params(oversampling)))
 
 
+def _missing(exc: Exception) -> bool:
+    """Does ``exc`` say the collection does not exist (a server's 404, the double's ValueError)?"""
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code == 404
+    return isinstance(exc, ValueError) and "not found" in str(exc).lower()
+
+
+class _Api:
+    """The client's methods with its errors said in ragspine's terms: a collection that is gone
+    (dropped by another replica since this one last saw it) is :class:`LibraryNotFoundError`,
+    a server that does not answer is :class:`StoreError`. What lets :class:`ServerStore` skip
+    the ``collection_exists`` round trip it used to make before every call."""
+
+    def __init__(self, client: QdrantClient, forget: Callable[[str], None]) -> None:
+        self._client = client
+        self._forget = forget
+
+    def __getattr__(self, attr: str) -> Any:
+        fn = getattr(self._client, attr)
+
+        def call(*args: Any, **kw: Any) -> Any:
+            try:
+                return fn(*args, **kw)
+            except ResponseHandlingException as exc:
+                raise StoreError(f"Qdrant server unreachable: {exc}") from exc
+            except Exception as exc:
+                coll = args[0] if args and isinstance(args[0], str) else kw.get("collection_name")
+                if isinstance(coll, str) and coll.startswith(PREFIX) and _missing(exc):
+                    self._forget(coll)
+                    raise LibraryNotFoundError(f"unknown library '{coll[len(PREFIX):]}'") from exc
+                raise
+
+        return call
+
+
 class ServerStore:
     """:class:`~ragspine.store.base.Store` on a Qdrant server, cluster, or in-memory double."""
 
     def __init__(self, client: QdrantClient) -> None:
         self.client = client
+        #: Collections seen to exist: asked once per process, not before every call. One
+        #: dropped elsewhere since answers its calls with a not-found, which ``_api`` turns
+        #: into LibraryNotFoundError (and forgets it).
+        self._known: set[str] = set()
+        self._known_lock = threading.Lock()
+        self._api = _Api(client, self._forget)
+        self._vector_names: dict[str, frozenset[str]] = {}
+        #: Calls made to Qdrant's ``collection_exists`` (the per-call overhead this removes).
+        self.existence_checks = 0
+
+    def _forget(self, collection: str) -> None:
+        with self._known_lock:
+            self._known.discard(collection)
+            self._vector_names.pop(collection, None)
 
     @classmethod
     def from_url(cls, url: str, api_key: str | None = None) -> "ServerStore":
@@ -109,19 +160,26 @@ class ServerStore:
     def _c(name: str) -> str:
         return PREFIX + name
 
-    def _check(self, name: str) -> str:
-        c = self._c(name)
+    def _exists(self, c: str) -> bool:
+        self.existence_checks += 1
         try:
-            exists = self.client.collection_exists(c)
+            return bool(self.client.collection_exists(c))
         except Exception as exc:
             raise StoreError(f"Qdrant server unreachable: {exc}") from exc
-        if not exists:
+
+    def _check(self, name: str) -> str:
+        c = self._c(name)
+        if c in self._known:
+            return c
+        if not self._exists(c):
             raise LibraryNotFoundError(f"unknown library '{name}'")
+        with self._known_lock:
+            self._known.add(c)
         return c
 
     def create_collection(self, name: str, spec: CollectionSpec) -> None:
         c = self._c(name)
-        if self.client.collection_exists(c):
+        if self._exists(c):
             raise StoreError(f"library '{name}' already exists on the Qdrant server")
         vectors = {
             f.name: models.VectorParams(
@@ -150,13 +208,19 @@ class ServerStore:
             ("state", models.PayloadSchemaType.KEYWORD),
             ("version", models.PayloadSchemaType.INTEGER),
         ):
-            self.client.create_payload_index(c, key, field_schema=schema)
+            self._api.create_payload_index(c, key, field_schema=schema)
 
     def drop_collection(self, name: str) -> None:
-        self.client.delete_collection(self._check(name))
+        c = self._check(name)
+        try:
+            self._api.delete_collection(c)
+        finally:
+            self._forget(c)
 
     def has_collection(self, name: str) -> bool:
-        return bool(self.client.collection_exists(self._c(name)))
+        """Asks the server every time: creating and opening a library must see other replicas'
+        drops (searches and writes do not ask: see ``_known``)."""
+        return self._exists(self._c(name))
 
     def list_collections(self) -> list[str]:
         names = [c.name for c in self.client.get_collections().collections]
@@ -173,7 +237,7 @@ class ServerStore:
             # Arrays come straight from the encoders; qdrant-client's models want lists.
             vec.update({k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in p.dense.items()})
             structs.append(models.PointStruct(id=p.id, vector=vec, payload=p.payload))
-        self.client.upsert(self._check(name), points=structs, wait=True)
+        self._api.upsert(self._check(name), points=structs, wait=True)
 
     def update_sparse(self, name: str, vector: str, items: Sequence[tuple[str, SparseVector]]) -> None:
         if not items:
@@ -182,39 +246,58 @@ class ServerStore:
             models.PointVectors(id=pid, vector={vector: models.SparseVector(indices=v.indices, values=v.values)})
             for pid, v in items
         ]
-        self.client.update_vectors(self._check(name), points=pvs, wait=True)
+        self._api.update_vectors(self._check(name), points=pvs, wait=True)
 
     def set_payload(self, name: str, where: Where, payload: dict[str, Any]) -> None:
         flt = compile_where(where)
         if flt is None:
             raise ValueError("set_payload needs a filter")
-        self.client.set_payload(self._check(name), payload=payload, points=flt, wait=True)
+        self._api.set_payload(self._check(name), payload=payload, points=flt, wait=True)
 
     def delete(self, name: str, where: Where) -> None:
         flt = compile_where(where)
         if flt is None:
             raise ValueError("refusing to delete with an empty filter")
-        self.client.delete(self._check(name), points_selector=models.FilterSelector(filter=flt), wait=True)
+        self._api.delete(self._check(name), points_selector=models.FilterSelector(filter=flt), wait=True)
+
+    def put_if(self, name: str, point: PointData, expect: Mapping[str, str | int] | None) -> bool:
+        if point.dense or point.sparse:
+            raise ValueError("put_if writes payload-only points")
+        struct = models.PointStruct(id=point.id, vector={}, payload=point.payload)
+        c = self._check(name)
+        if expect is None:
+            self._api.upsert(c, points=[struct], wait=True, update_mode=models.UpdateMode.INSERT_ONLY)
+        else:
+            cond = models.Filter(must=[models.FieldCondition(key=k, match=models.MatchValue(value=v))
+                                       for k, v in expect.items()])
+            # An absent point must not be created by a conditional update: update-only.
+            self._api.upsert(c, points=[struct], wait=True, update_filter=cond,
+                             update_mode=models.UpdateMode.UPDATE_ONLY)
+        recs = self._api.retrieve(c, ids=[point.id], with_payload=True)
+        return bool(recs) and dict(recs[0].payload or {}) == point.payload
 
     def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         if ids:
-            self.client.delete(self._check(name), points_selector=models.PointIdsList(points=list(ids)), wait=True)
+            self._api.delete(self._check(name), points_selector=models.PointIdsList(points=list(ids)), wait=True)
 
     def retrieve(self, name: str, ids: Sequence[str], *, fields: Fields = None) -> list[Record]:
-        recs = self.client.retrieve(self._check(name), ids=list(ids), with_payload=_with_payload(fields))
+        recs = self._api.retrieve(self._check(name), ids=list(ids), with_payload=_with_payload(fields))
         return [Record(str(r.id), dict(r.payload or {})) for r in recs]
 
     def retrieve_vectors(self, name: str, ids: Sequence[str], field: str) -> dict[str, np.ndarray]:
         c = self._check(name)
         # A server rejects an unknown vector name but the in-memory double answers with nothing;
         # checking the collection's config makes both say the same.
-        vectors = self.client.get_collection(c).config.params.vectors
-        if not isinstance(vectors, dict) or field not in vectors:
+        vectors = self._vector_names.get(c)
+        if vectors is None:  # a collection's vector fields never change: asked once
+            params = self._api.get_collection(c).config.params.vectors
+            vectors = self._vector_names[c] = frozenset(params) if isinstance(params, dict) else frozenset()
+        if field not in vectors:
             raise ValueError(f"library '{name}' has no dense vector field '{field}'")
         if not ids:
             return {}
         # Qdrant returns the stored originals, also for a quantized field.
-        recs = self.client.retrieve(c, ids=list(ids), with_payload=False, with_vectors=[field])
+        recs = self._api.retrieve(c, ids=list(ids), with_payload=False, with_vectors=[field])
         out: dict[str, np.ndarray] = {}
         for r in recs:
             v = r.vector.get(field) if isinstance(r.vector, dict) else None
@@ -232,7 +315,7 @@ class ServerStore:
         offset = None
         while True:
             page = _SCROLL_PAGE if limit is None else min(_SCROLL_PAGE, limit - len(out))
-            recs, offset = self.client.scroll(
+            recs, offset = self._api.scroll(
                 c, scroll_filter=flt, limit=page, offset=offset, with_payload=with_payload
             )
             out.extend(Record(str(r.id), dict(r.payload or {})) for r in recs)
@@ -240,7 +323,7 @@ class ServerStore:
                 return out
 
     def count(self, name: str, where: Where) -> int:
-        return self.client.count(self._check(name), count_filter=compile_where(where), exact=True).count
+        return self._api.count(self._check(name), count_filter=compile_where(where), exact=True).count
 
     def search_sparse(
         self,
@@ -255,7 +338,7 @@ class ServerStore:
         with_payload = _with_payload(fields)
         if not query.indices:
             return []
-        res = self.client.query_points(
+        res = self._api.query_points(
             self._check(name),
             query=models.SparseVector(indices=query.indices, values=query.values),
             using=vector,
@@ -279,7 +362,7 @@ class ServerStore:
         vec = [float(x) for x in vector]
         if not vec:
             raise ValueError("dense query vector is empty")
-        res = self.client.query_points(
+        res = self._api.query_points(
             self._check(name),
             query=vec,
             using=field,
@@ -320,7 +403,7 @@ class ServerStore:
                     hnsw_ef=hnsw_ef, quantization=models.QuantizationSearchParams(rescore=True)
                 ),
             )
-        res = self.client.query_points(
+        res = self._api.query_points(
             c,
             query=q,
             using=full_field,
