@@ -44,6 +44,18 @@ class Settings(BaseSettings):
     qdrant_url: str | None = None
     #: API key for the Qdrant server (ignored by the embedded store).
     qdrant_api_key: SecretStr | None = None
+    #: This replica's name in leases, job records and its upload folder (the pod name; a random
+    #: suffix is added per process start). Unset: host name and pid.
+    replica_id: str | None = None
+    #: One writer per library across replicas (ragspine.catalog.leases): a lease record in the
+    #: library's collection. ``auto``: on with a Qdrant server (RAGSPINE_QDRANT_URL, where
+    #: several replicas may write), off for the embedded store (one process owns it).
+    writer_leases: Literal["auto", "on", "off"] = "auto"
+    #: Seconds a writer's lease lasts unless renewed (every third of it): how long the
+    #: libraries of a replica that died stay unwritable before another replica takes over.
+    writer_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
+    #: Seconds a write waits for another replica's lease before answering 409 library-busy.
+    writer_lease_wait_seconds: float = Field(default=300.0, ge=0)
     #: Threads Qdrant Edge may use for one search (0 = engine default).
     search_threads: int = Field(default=0, ge=0, le=64)
 

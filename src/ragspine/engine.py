@@ -14,6 +14,7 @@ from ragspine.chain import GapLog, Glossaries, QueryChain
 from ragspine.config import Settings
 from ragspine.errors import DocumentNotFoundError, InvalidRequestError, NotFoundError, ServiceUnavailableError
 from ragspine.graph import GraphService
+from ragspine.catalog.leases import WriterLeases, replica_id
 from ragspine.catalog import PAGE_FULL, Libraries, LibraryRecord, check_doc_id, check_library_name, point_id
 from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.catalog import library_fields, library_models
@@ -37,7 +38,13 @@ class Engine:
         bm25 = BM25Params(settings.bm25_k1, settings.bm25_b)
         # A Qdrant server may be written by other replicas: re-read the manifest every second.
         ttl = 1.0 if settings.qdrant_url else float("inf")
-        self.libraries = Libraries(self.store, bm25, active_ttl=ttl)
+        leased = settings.writer_leases == "on" or (settings.writer_leases == "auto" and bool(settings.qdrant_url))
+        #: This process's name among the replicas (leases, jobs, its upload spool folder).
+        self.replica = replica_id(settings.replica_id)
+        #: This replica's writer leases (None: the embedded store, one process, no leases).
+        self.leases = (WriterLeases(self.store, self.replica, settings.writer_lease_seconds,
+                                    settings.writer_lease_wait_seconds) if leased else None)
+        self.libraries = Libraries(self.store, bm25, active_ttl=ttl, leases=self.leases)
         self.thumbnails = Thumbnails(settings.data_dir)
         self.indexer = Indexer(settings, self.store, self.libraries, self.thumbnails, self.models)
         #: In-memory BM25 over every library searched (exact same ranking as the store's).
@@ -70,7 +77,9 @@ class Engine:
 
     def library(self, name: str) -> LibraryRecord:
         rec = self.libraries.open(name)
-        if name not in self._recovered:
+        # With leases a bystander never repairs: another replica's write in flight looks just
+        # like a dead one's; the next lease holder rolls back (Libraries.lock -> on_takeover).
+        if name not in self._recovered and not self.libraries.leased:
             fixed = self.indexer.recover(name)
             if fixed:
                 logger.warning("library %s: repaired %d half-done document writes", name, fixed)
@@ -207,6 +216,8 @@ class Engine:
         return QueryChain(searcher.settings, searcher, self.glossaries, gaps, graph.synonym_groups, base=base)
 
     def close(self) -> None:
+        if self.leases is not None:
+            self.leases.close()
         self.indexer.close()
         self.graph.close()
         if self.lexical is not None:

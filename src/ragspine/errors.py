@@ -105,6 +105,21 @@ class ConflictError(RagspineError):
     title = "Conflict"
 
 
+class LibraryBusyError(ConflictError):
+    """Another replica holds the library's writer lease for longer than a writer waits."""
+
+    type = "library-busy"
+    title = "The library is being written by another replica"
+
+
+class LeaseLostError(ConflictError):
+    """This replica's writer lease ran out (or was taken over) before its write committed;
+    nothing of that write became visible."""
+
+    type = "writer-lease-lost"
+    title = "The write lost its library lease"
+
+
 class ModelMismatchError(ConflictError):
     """A library was indexed with another model than the one configured now (docs/invariants.md, 5)."""
 

@@ -11,11 +11,20 @@ from __future__ import annotations
 import re
 import threading
 import time
-import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragspine.errors import ConflictError, InvalidRequestError, LibraryNotFoundError, ModelMismatchError
+from ragspine.catalog.ids import point_id
+from ragspine.catalog.leases import Lease, WriterLeases
+from ragspine.errors import (
+    ConflictError,
+    InvalidRequestError,
+    LeaseLostError,
+    LibraryNotFoundError,
+    ModelMismatchError,
+)
 from ragspine.scoring.bm25 import BM25Params
 from ragspine.store.base import (
     KIND_DOC,
@@ -31,7 +40,6 @@ from ragspine.store.base import (
 
 LIBRARY_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_NS = uuid.UUID("6f1c1d0e-6b8e-4f55-9a7e-2b9f4d6c8a10")
 BM25_MODEL = "ragspine-bm25"
 #: Vector fields written by models: full and pooled page multivectors on page points, the
 #: dense passage vector on chunk points.
@@ -42,10 +50,6 @@ MODEL_FIELDS = (PAGE_FULL, PAGE_POOLED, DENSE_CHUNK)
 #: Re-weight every BM25 vector when the average length has drifted this much (relative)
 #: from the one the vectors were built with.
 AVGDL_DRIFT = 0.2
-
-
-def point_id(*parts: object) -> str:
-    return str(uuid.uuid5(_NS, "/".join(str(p) for p in parts)))
 
 
 LIBRARY_POINT = point_id("library")
@@ -129,11 +133,19 @@ def expected_encoders(bm25: BM25Params) -> dict[str, dict[str, str]]:
 
 
 class Libraries:
-    """Create, open and describe libraries; one lock per library serialises its writers."""
+    """Create, open and describe libraries; one writer per library at a time: an in-process
+    lock, and with ``leases`` (several replicas on one Qdrant) the library's writer lease
+    (:mod:`ragspine.catalog.leases`)."""
 
-    def __init__(self, store: Store, bm25: BM25Params, active_ttl: float = float("inf")) -> None:
+    def __init__(self, store: Store, bm25: BM25Params, active_ttl: float = float("inf"),
+                 leases: WriterLeases | None = None) -> None:
         self.store = store
         self.bm25 = bm25
+        self.leases = leases
+        #: Called with a library's name when this replica takes over the lease of a writer
+        #: that did not release it, inside the lock, before the write (the indexer's rollback).
+        self.on_takeover: Callable[[str], None] | None = None
+        self._held: dict[str, Lease] = {}
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
         # Active version per document, per library: read by every search, so cached and
@@ -145,9 +157,46 @@ class Libraries:
         # dropped by every save made here, re-read after ``active_ttl`` (other processes).
         self._records: dict[str, tuple[float, dict[str, Any]]] = {}
 
-    def lock(self, name: str) -> threading.RLock:
+    def _rlock(self, name: str) -> threading.RLock:
         with self._guard:
             return self._locks.setdefault(name, threading.RLock())
+
+    @contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """Hold the right to write ``name``: re-entrant on one thread; across replicas the
+        writer lease, taken on the outermost entry and released on its exit. A replica that
+        takes the lease re-reads the library record and manifest (another replica may have
+        written them) and, after a holder that did not release it, rolls back first."""
+        with self._rlock(name):
+            if self.leases is None or name in self._held:
+                yield
+                return
+            lease = self.leases.acquire(name)
+            self._held[name] = lease
+            try:
+                self._records.pop(name, None)
+                self._active.pop(name, None)
+                if lease.took_over and self.on_takeover is not None:
+                    self.on_takeover(name)
+                yield
+            finally:
+                del self._held[name]
+                self.leases.release(lease)
+
+    def check_lease(self, name: str) -> None:
+        """Raise :class:`~ragspine.errors.LeaseLostError` when this replica's lease of ``name``
+        ran out or was taken over (no-op without leases)."""
+        lease = self._held.get(name)
+        if lease is not None and self.leases is not None:
+            self.leases.check(lease)
+
+    def lease_lost(self, name: str) -> bool:
+        lease = self._held.get(name)
+        return lease is not None and lease.lost
+
+    @property
+    def leased(self) -> bool:
+        return self.leases is not None
 
     def create(
         self,
@@ -160,7 +209,7 @@ class Libraries:
         check_library_name(name)
         encoders: dict[str, dict[str, Any]] = {**expected_encoders(self.bm25), **(model_encoders or {})}
         rec = LibraryRecord(name=name, created_at=time.time(), encoders=encoders)
-        with self.lock(name):
+        with self._rlock(name):  # no lease yet: it lives in the collection made here
             if self.store.has_collection(name):
                 raise ConflictError(
                     f"library '{name}' already exists; delete it first or choose another name"
@@ -228,6 +277,26 @@ class Libraries:
             self.store.upsert(name, [PointData(doc_point(entry["doc_id"]), entry)])
         finally:
             self._active.pop(name, None)
+
+    def commit_doc_entry(self, name: str, entry: dict[str, Any], staging_version: int) -> None:
+        """Write ``entry`` (the commit of a replace) only if the stored entry still stages
+        ``staging_version``: a writer whose lease was taken over finds it rolled back, and its
+        commit is refused with :class:`~ragspine.errors.LeaseLostError`."""
+        self.check_lease(name)
+        entry = {**entry, "kind": KIND_DOC}
+        try:
+            ok = self.store.put_if(name, PointData(doc_point(entry["doc_id"]), entry),
+                                   {"staging_version": staging_version, "kind": KIND_DOC})
+        finally:
+            self._active.pop(name, None)
+        if not ok:
+            lease = self._held.get(name)
+            if lease is not None:
+                lease.lost = True
+            raise LeaseLostError(
+                f"document '{entry['doc_id']}' of library '{name}' was not committed: its staging entry was "
+                "rolled back by another writer (this replica's lease ran out). Retry the request"
+            )
 
     def delete_doc_entry(self, name: str, doc_id: str) -> None:
         try:

@@ -100,6 +100,8 @@ class Indexer:
         #: Called after each step of a replace with the step's name; tests inject failures here.
         self.step_hook: Callable[[str], None] | None = None
         self.listeners = Listeners()
+        # Several replicas: the replica that takes a dead writer's lease rolls back its leftovers.
+        libraries.on_takeover = self._take_over
 
     def close(self) -> None:
         """Stop the render processes, if any were started."""
@@ -245,8 +247,10 @@ class Indexer:
         if not is_restricted(meta.sensitivity):
             return None
         # Not opened, not hashed into anything kept, not logged by name.
-        if meta.doc_id is not None and self.libraries.doc_entry(library, meta.doc_id):
-            self.delete(library, meta.doc_id)
+        doc_id = meta.doc_id
+        prev = self.libraries.doc_entry(library, doc_id) if doc_id is not None else None
+        if doc_id is not None and prev and prev.get("active_version"):  # (else: a rolled-back write's)
+            self.delete(library, doc_id)
         logger.info("a document was dropped by policy (document sensitivity)")
         return IngestResult(library, None, "dropped_by_policy", seconds=time.perf_counter() - t0)
 
@@ -347,6 +351,7 @@ class Indexer:
                     total=total, progress=progress, models=models, page_vectors=page_vectors,
                 )
                 self._step("written")
+                self.libraries.check_lease(library)
                 self.store.set_payload(library, Where(doc_id=doc_id, version=version), {"state": "live"})
                 self._step("live")
             except BaseException:
@@ -371,7 +376,7 @@ class Indexer:
                 "retiring_version": old_version,
                 "doc_stats": {"chunk": chunk_stats.to_json(), "page": page_stats.to_json()},
             }
-            self.libraries.put_doc_entry(library, entry)  # the commit
+            self.libraries.commit_doc_entry(library, entry, version)  # the commit (fenced: see leases)
             self._step("committed")
             if old_version is not None:
                 self.versions.retire(library, doc_id, old_version)
@@ -432,6 +437,7 @@ class Indexer:
 
         def write(points: list[PointData]) -> None:
             for i in range(0, len(points), UPSERT_BATCH):
+                self.libraries.check_lease(library)  # a writer whose lease ran out writes nothing more
                 self.store.upsert(library, points[i : i + UPSERT_BATCH])
 
         # Three stages overlap: rendering (helper thread) | encoding (this thread; torch releases
@@ -524,6 +530,16 @@ class Indexer:
         """Rebuild the BM25 vectors of ``fields`` (default: both) with the library's current
         average lengths (see :mod:`ragspine.indexing.bm25_stats`)."""
         return self.stats.reweight(library, fields)
+
+    def _take_over(self, library: str) -> None:
+        """The writer lease of ``library`` was not released by its last holder: undo its staged
+        versions and finish its retirements (:meth:`Versions.recover`), and recount the library
+        statistics from the committed entries (it may have died between a commit and the count)."""
+        fixed = self.versions.recover(library)
+        if fixed:
+            logger.warning("library %s: rolled back %d half-done document writes of a dead writer", library, fixed)
+        else:
+            self.stats.rebuild(library)
 
     def recover(self, library: str) -> int:
         """Finish or undo what a crash left half-done; returns how many entries were repaired."""

@@ -28,6 +28,11 @@ class Versions:
         self.stats = stats
 
     def abort(self, library: str, doc_id: str, version: int, prev: dict[str, Any] | None) -> None:
+        if self.libraries.lease_lost(library):
+            # Another replica holds the lease now, or will: its takeover rolls this version back.
+            # Writing here could undo what it has written since.
+            logger.warning("write of %s v%d abandoned without cleanup: the writer lease was lost", doc_id, version)
+            return
         try:
             self.store.delete(library, Where(doc_id=doc_id, version=version))
             self.thumbs.remove_version(library, doc_id, version)
@@ -64,6 +69,14 @@ class Versions:
                         self.libraries.put_doc_entry(
                             library, {**e, "staging_version": None, "retiring_version": None}
                         )
+                    elif self.libraries.leased:
+                        # A tombstone, not a deletion: the next version of this doc_id must not
+                        # reuse the number of the one rolled back, whose writer (out of its
+                        # lease, perhaps not dead) could still land a late batch under it.
+                        self.libraries.put_doc_entry(library, {
+                            "doc_id": doc_id, "staging_version": None, "retiring_version": None,
+                            "max_version": max(int(e.get("max_version") or 0), int(staging or 0)),
+                        })
                     else:
                         self.libraries.delete_doc_entry(library, doc_id)
             if fixed:
