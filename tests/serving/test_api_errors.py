@@ -366,11 +366,12 @@ def test_page_count_bomb_is_refused_by_max_pages(limited: TestClient) -> None:
 
 
 def test_no_upload_is_left_behind_after_refusals(limited: TestClient) -> None:
-    settings_dir = Path(limited.app.state.engine.settings.data_dir)  # type: ignore[attr-defined]
+    engine = limited.app.state.engine  # type: ignore[attr-defined]
+    spool = Path(engine.settings.data_dir) / "uploads" / engine.replica  # this replica's own folder
     deadline = time.monotonic() + 10
-    while list((settings_dir / "uploads").iterdir()) and time.monotonic() < deadline:
+    while list(spool.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert list((settings_dir / "uploads").iterdir()) == []
+    assert list(spool.iterdir()) == []
 
 
 @pytest.mark.slow

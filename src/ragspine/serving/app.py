@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -40,7 +41,7 @@ from ragspine.retrieval.search import SearchRequest
 from ragspine.serving.auth import Auth, Principal
 from ragspine.serving.chain_routes import chain_router
 from ragspine.serving.graph_routes import graph_router
-from ragspine.serving.jobs import Job, JobRunner
+from ragspine.serving.jobs import Job, JobRecords, JobRunner
 from ragspine.serving.metrics import Metrics
 from ragspine.serving.openapi import PROBLEM, problem_openapi
 from ragspine.serving.web_routes import mount_web
@@ -66,13 +67,10 @@ class CreateLibrary(BaseModel):
 def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     """Build the app. Pass ``engine`` to share one (tests, Ray ingress); else one is opened."""
     eng = engine if engine is not None else Engine(settings)
-    jobs = JobRunner(settings.ingest_workers)
+    jobs = JobRunner(settings.ingest_workers, JobRecords(eng.store, eng.replica))
     metrics = Metrics()
     auth = Auth(settings.api_key_map())
-    upload_dir = Path(settings.data_dir) / "uploads"
-    upload_dir.mkdir(parents=True, exist_ok=True)
-    for stale in upload_dir.glob("*.pdf.part"):  # left by a crash: never kept
-        stale.unlink(missing_ok=True)
+    upload_dir = spool_dir(Path(settings.data_dir) / "uploads", eng.replica)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -240,10 +238,12 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
             def progress(done: int, total: int) -> None:
                 job.pages_total = total  # total first: a poller never sees done > total
                 job.pages_done = done
+                jobs.progress(job)
 
             def ocr_progress(done: int, total: int) -> None:
                 job.ocr_pages_total = total
                 job.ocr_pages_done = done
+                jobs.progress(job)
 
             result = eng.ingest(lib, tmp, meta, filename=file.filename, progress=progress,
                                 ocr_progress=ocr_progress)
@@ -262,10 +262,10 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
     @app.get("/v1/jobs/{job_id}", tags=["documents"])
     def get_job(job_id: str, who: Who) -> dict[str, Any]:
-        job = jobs.get(job_id)
-        if job is None or not who.allows(job.library):
+        state = jobs.lookup(job_id)  # this replica's, else any replica's (from the store)
+        if state is None or not who.allows(state["library"]):
             raise NotFoundError(f"no job '{job_id}'")
-        return job.to_json()
+        return state
 
     @app.get("/v1/libraries/{lib}/documents", tags=["documents"])
     def list_documents(lib: str, who: Who) -> dict[str, Any]:
@@ -329,6 +329,42 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
 def _too_big(size: int, limit: int) -> str:
     return f"the upload is {size} bytes; the limit is {limit} bytes (RAGSPINE_MAX_UPLOAD_BYTES)"
+
+
+#: A spool folder (or a loose ``.pdf.part``) untouched this long belongs to a replica that is
+#: gone: an upload is written in seconds and waits in its replica's queue, never a day.
+STALE_SPOOL_SECONDS = 24 * 3600
+
+
+def spool_dir(root: Path, replica: str, *, stale_after: float = STALE_SPOOL_SECONDS) -> Path:
+    """This replica's own upload folder under ``root`` (the data dir is shared by every
+    replica). Uploads another replica is writing or has queued are never touched: only its
+    own folder's leftovers go (a crash of this process), and other folders (or loose files of
+    older versions) once nothing in them has changed for ``stale_after`` seconds."""
+    root.mkdir(parents=True, exist_ok=True)
+    mine = root / replica
+    now = time.time()
+
+    def newest(path: Path) -> float:
+        try:
+            times = [path.stat().st_mtime]
+            if path.is_dir():
+                times += [f.stat().st_mtime for f in path.iterdir()]
+        except FileNotFoundError:  # being removed or renamed right now: someone else's
+            return now
+        return max(times)
+
+    for entry in root.iterdir():
+        if entry == mine or now - newest(entry) < stale_after:
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        elif entry.name.endswith(".pdf.part"):
+            entry.unlink(missing_ok=True)
+    mine.mkdir(exist_ok=True)
+    for stale in mine.glob("*.pdf.part"):  # this replica's own, left by a crash: never kept
+        stale.unlink(missing_ok=True)
+    return mine
 
 
 async def _spool(file: UploadFile, folder: Path, limit: int) -> Path:

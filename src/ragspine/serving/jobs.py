@@ -1,4 +1,12 @@
-"""Background ingest jobs: a bounded thread pool and their observable state."""
+"""Background ingest jobs: a bounded thread pool and their observable state.
+
+A job's state is also kept where every replica reads it (:class:`JobRecords`: a ``kind=job``
+point in the job's library collection, its id ``<library>.<hex>``), so ``GET /v1/jobs/{id}``
+answers on any replica, and after a restart. The replica that runs a job rewrites its record
+on every state change, at most once a second with progress, and every ``heartbeat`` seconds
+while it is queued or running; a record whose heartbeat is older than ``stale_after`` belongs
+to a replica that died, and reads as ``failed`` with that reason.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +19,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ragspine.errors import RagspineError
+from ragspine.catalog import check_library_name, point_id
+from ragspine.errors import InvalidRequestError, LibraryNotFoundError, RagspineError
+from ragspine.store.base import PointData, Store
 
 logger = logging.getLogger(__name__)
 
@@ -62,21 +72,114 @@ class Job:
         }
 
 
+KIND_JOB = "job"
+#: Seconds between heartbeats of a replica's unfinished jobs, and after which an unfinished
+#: job's record without one belongs to a replica that is gone.
+JOB_HEARTBEAT_SECONDS = 5.0
+JOB_STALE_SECONDS = 30.0
+
+
+def job_library(job_id: str) -> str | None:
+    """The library a job id names (``<library>.<hex>``); None for an id that is not one."""
+    lib, sep, rest = job_id.rpartition(".")
+    if not sep or not rest.isalnum() or len(rest) != 32:
+        return None
+    try:
+        return check_library_name(lib)
+    except InvalidRequestError:
+        return None
+
+
+class JobRecords:
+    """Job state in the store, readable by every replica (see the module docstring)."""
+
+    def __init__(self, store: Store, replica: str, *, heartbeat: float = JOB_HEARTBEAT_SECONDS,
+                 stale_after: float = JOB_STALE_SECONDS) -> None:
+        self.store = store
+        self.replica = replica
+        self.heartbeat = heartbeat
+        self.stale_after = stale_after
+
+    def write(self, job: "Job") -> None:
+        payload = {**job.to_json(), "kind": KIND_JOB, "replica": self.replica, "heartbeat_at": time.time()}
+        try:
+            self.store.upsert(job.library, [PointData(point_id("job", job.id), payload)])
+        except LibraryNotFoundError:
+            pass  # the library was deleted: so are its jobs
+        except Exception:  # the ingest goes on; its record catches up at the next write
+            logger.exception("could not record the state of job %s", job.id)
+
+    def read(self, job_id: str) -> dict[str, Any] | None:
+        lib = job_library(job_id)
+        if lib is None:
+            return None
+        try:
+            recs = self.store.retrieve(lib, [point_id("job", job_id)])
+        except LibraryNotFoundError:
+            return None
+        if not recs:
+            return None
+        p = dict(recs[0].payload)
+        replica, beat = p.pop("replica", None), float(p.pop("heartbeat_at", 0.0))
+        p.pop("kind", None)
+        age = time.time() - beat
+        was = p.get("state")
+        if was in ("queued", "running") and age > self.stale_after:
+            p["state"] = "failed"
+            p["finished_at"] = beat
+            p["error"] = {"type": "/problems/replica-lost", "title": "The replica running the job stopped",
+                          "status": 503,
+                          "detail": f"replica {replica!r} stopped while the job was {was}: "
+                                    f"last heard of {age:.0f} s ago. Nothing of this upload was committed; "
+                                    "upload the document again"}
+        return p
+
+
 class JobRunner:
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, records: JobRecords | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragspine-ingest")
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
+        self.records = records
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        if records is not None:
+            self._beat = threading.Thread(target=self._heartbeat, name="ragspine-jobs", daemon=True)
+            self._beat.start()
+        self._written: dict[str, float] = {}
+
+    def _record(self, job: Job, *, throttle: bool = False) -> None:
+        if self.records is None:
+            return
+        now = time.monotonic()
+        if throttle and now - self._written.get(job.id, 0.0) < 1.0:
+            return
+        self._written[job.id] = now
+        self.records.write(job)
+
+    def progress(self, job: Job) -> None:
+        """The job's progress changed: its record follows, at most once a second."""
+        self._record(job, throttle=True)
+
+    def _heartbeat(self) -> None:
+        assert self.records is not None
+        while not self._stop.wait(self.records.heartbeat):
+            with self._lock:
+                live = [j for j in self._jobs.values() if j.finished_at is None]
+            for j in live:
+                self._record(j)
 
     def submit(self, library: str, filename: str | None, work: Callable[[Job], dict[str, Any]],
                cleanup: Callable[[], None]) -> Job:
-        job = Job(id=uuid.uuid4().hex, library=library, filename=filename)
+        job = Job(id=f"{library}.{uuid.uuid4().hex}", library=library, filename=filename)
         with self._lock:
             self._jobs[job.id] = job
             self._trim()
+        self._record(job)
 
         def run() -> None:
             job.state = "running"
+            self._record(job)
             outcome: State = "failed"
             try:
                 job.result = work(job)
@@ -94,6 +197,8 @@ class JobRunner:
                     # The terminal state last: a poller that sees it sees the outcome complete.
                     job.finished_at = time.time()
                     job.state = outcome
+                    self._record(job)
+                    self._written.pop(job.id, None)
                     job.done.set()
 
         fut: Future[None] = self._pool.submit(run)
@@ -103,6 +208,14 @@ class JobRunner:
     def get(self, job_id: str) -> Job | None:
         return self._jobs.get(job_id)
 
+    def lookup(self, job_id: str) -> dict[str, Any] | None:
+        """A job's state as ``GET /v1/jobs/{id}`` shows it: this replica's own job from memory,
+        else any replica's from the store."""
+        job = self._jobs.get(job_id)
+        if job is not None:
+            return job.to_json()
+        return self.records.read(job_id) if self.records is not None else None
+
     def _trim(self) -> None:
         finished = [j for j in self._jobs.values() if j.finished_at is not None]
         if len(finished) > MAX_FINISHED_JOBS:
@@ -111,3 +224,6 @@ class JobRunner:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join(timeout=5)
