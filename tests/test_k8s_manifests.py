@@ -208,3 +208,20 @@ def test_dockerfile_is_non_root_with_healthcheck_and_model_cache() -> None:
         assert not re.search(r"(KEY|TOKEN|PASSWORD|SECRET)\s*=", line), line
     ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").split()
     assert ".venv" in ignored and ".git" in ignored
+
+
+def test_ingress_replicas_scale_out_with_writer_leases_and_drain_their_writes() -> None:
+    """2-8 Ingress replicas write one Qdrant: leases on, each replica named by its pod, and a
+    drained replica given time to finish its writes (and release their leases) before it stops."""
+    (cm,) = _kind("ConfigMap")
+    s = Settings(**{k.removeprefix("RAGSPINE_").lower(): v for k, v in cm["data"].items()})
+    assert s.writer_leases == "on" and s.qdrant_url
+    (rs,) = _kind("RayService")
+    serve = yaml.safe_load(rs["spec"]["serveConfigV2"])
+    (ingress,) = [d for d in serve["applications"][0]["deployments"] if d["name"] == "Ingress"]
+    assert ingress["autoscaling_config"]["max_replicas"] > 1
+    grace = ingress["graceful_shutdown_timeout_s"]
+    head = rs["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]
+    assert head["terminationGracePeriodSeconds"] > grace >= s.writer_lease_seconds
+    env = {e["name"]: e for e in head["containers"][0]["env"]}
+    assert env["RAGSPINE_REPLICA_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
