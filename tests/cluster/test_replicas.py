@@ -180,3 +180,23 @@ def test_a_writer_waits_for_a_live_lease_then_answers_busy(data_dir: Path) -> No
         assert_consistent(a, {"x": 1})
     finally:
         close(a, b, client=client)
+
+
+def test_a_replica_rereads_the_manifest_only_when_another_changed_it(cluster: tuple[Engine, Engine]) -> None:
+    """Each check after ``active_ttl`` reads one point (the manifest clock); the entries are
+    scrolled again only after a manifest write, by any replica."""
+    a, b = cluster
+    a.ingest(LIB, report(2, "alpha"), {"doc_id": "one"})
+    b.libraries.active_ttl = 0.0  # check on every call (the server default is once a second)
+    first = b.libraries.active_versions(LIB)
+    assert first == {"one": 1}
+    scrolls = b.libraries.manifest_scrolls
+    for _ in range(20):
+        assert b.libraries.active_versions(LIB) is first  # unchanged: the same object
+    assert b.libraries.manifest_scrolls == scrolls
+    a.ingest(LIB, report(3, "amber"), {"doc_id": "two"})
+    assert b.libraries.active_versions(LIB) == {"one": 1, "two": 1}
+    assert b.libraries.manifest_scrolls == scrolls + 1
+    a.delete_document(LIB, "one")  # a delete moves the clock too
+    assert b.libraries.active_versions(LIB) == {"two": 1}
+    assert b.libraries.manifest_scrolls == scrolls + 2

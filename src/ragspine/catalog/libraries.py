@@ -55,6 +55,11 @@ AVGDL_DRIFT = 0.2
 LIBRARY_POINT = point_id("library")
 
 
+#: The manifest clock: a counter every manifest write moves (see Libraries.active_versions).
+MANIFEST_CLOCK = point_id("manifest-clock")
+KIND_CLOCK = "clock"
+
+
 def doc_point(doc_id: str) -> str:
     return point_id("doc", doc_id)
 
@@ -151,7 +156,9 @@ class Libraries:
         # Active version per document, per library: read by every search, so cached and
         # invalidated by every manifest write made here. ``ttl`` bounds staleness when other
         # processes write the same store (Qdrant server with several replicas).
-        self._active: dict[str, tuple[float, dict[str, int]]] = {}
+        self._active: dict[str, tuple[float, dict[str, int], int | None]] = {}
+        #: Full manifest reads (scrolls of every entry) made by active_versions.
+        self.manifest_scrolls = 0
         self.active_ttl = active_ttl
         # The library record, read by every search (three times): cached as its payload,
         # dropped by every save made here, re-read after ``active_ttl`` (other processes).
@@ -254,7 +261,9 @@ class Libraries:
         return rec
 
     def names(self) -> list[str]:
-        return self.store.list_collections()
+        # Not every collection is a library: ragspine's own (the jobs, "_jobs") have names no
+        # library may take.
+        return [n for n in self.store.list_collections() if LIBRARY_NAME_RE.match(n)]
 
     def drop(self, name: str) -> None:
         check_library_name(name)
@@ -271,12 +280,27 @@ class Libraries:
         recs = self.store.retrieve(name, [doc_point(doc_id)])
         return recs[0].payload if recs else None
 
+    def _changed(self, name: str) -> None:
+        """A manifest entry was written: drop the cached manifest and move the library's
+        manifest clock on, so every other replica re-reads it at its next check (one point
+        read, not a scroll of every entry, while nothing changes). Writers hold the lock."""
+        self._active.pop(name, None)
+        recs = self.store.retrieve(name, [MANIFEST_CLOCK])
+        seq = int(recs[0].payload.get("seq", 0)) + 1 if recs else 1
+        self.store.upsert(name, [PointData(MANIFEST_CLOCK, {"kind": KIND_CLOCK, "seq": seq})])
+
+    def manifest_seq(self, name: str) -> int:
+        """The library's manifest clock: how many manifest writes it has seen (0: none yet)."""
+        recs = self.store.retrieve(name, [MANIFEST_CLOCK])
+        return int(recs[0].payload.get("seq", 0)) if recs else 0
+
     def put_doc_entry(self, name: str, entry: dict[str, Any]) -> None:
         entry = {**entry, "kind": KIND_DOC}
         try:
             self.store.upsert(name, [PointData(doc_point(entry["doc_id"]), entry)])
         finally:
             self._active.pop(name, None)
+        self._changed(name)
 
     def commit_doc_entry(self, name: str, entry: dict[str, Any], staging_version: int) -> None:
         """Write ``entry`` (the commit of a replace) only if the stored entry still stages
@@ -289,7 +313,9 @@ class Libraries:
                                    {"staging_version": staging_version, "kind": KIND_DOC})
         finally:
             self._active.pop(name, None)
-        if not ok:
+        if ok:
+            self._changed(name)
+        else:
             lease = self._held.get(name)
             if lease is not None:
                 lease.lost = True
@@ -303,20 +329,35 @@ class Libraries:
             self.store.delete(name, Where(kind=KIND_DOC, doc_id=doc_id))
         finally:
             self._active.pop(name, None)
+        self._changed(name)
 
     def invalidate(self, name: str) -> None:
+        """Forget the cached manifest (this process's copy only)."""
         self._active.pop(name, None)
 
+    def manifest_changed(self, name: str) -> None:
+        """Entries were removed by a direct store write (a document delete): tell every replica."""
+        self._changed(name)
+
     def active_versions(self, name: str) -> dict[str, int]:
-        """``doc_id → active version`` of every committed document of the library."""
+        """``doc_id → active version`` of every committed document of the library. Cached;
+        after ``active_ttl`` (other replicas write the same store) the manifest clock is read
+        and the entries scrolled again only when it moved. While nothing changes the same dict
+        comes back (the lexical index compares it by identity)."""
         cached = self._active.get(name)
         now = time.monotonic()
         if cached is not None and now - cached[0] < self.active_ttl:
             return cached[1]
+        # Read the clock before the entries: a commit after this read moves it again.
+        seq = self.manifest_seq(name) if self.active_ttl != float("inf") else None
+        if cached is not None and seq is not None and cached[2] == seq:
+            self._active[name] = (now, cached[1], seq)
+            return cached[1]
         versions = {
             e["doc_id"]: int(e["active_version"]) for e in self.doc_entries(name) if e.get("active_version")
         }
-        self._active[name] = (now, versions)
+        self.manifest_scrolls += 1
+        self._active[name] = (now, versions, seq)
         return versions
 
     def doc_entries(self, name: str) -> list[dict[str, Any]]:

@@ -516,7 +516,7 @@ class Indexer:
             if entry is None or not entry.get("active_version"):
                 raise DocumentNotFoundError(f"no document '{doc_id}' in library '{library}'")
             self.store.delete(library, Where(doc_id=doc_id))  # points of every version + entry
-            self.libraries.invalidate(library)
+            self.libraries.manifest_changed(library)
             self.thumbs.remove_doc(library, doc_id)
             self.stats.subtract(library, entry.get("doc_stats"))
             self.store.optimize(library)  # no trace in IDF statistics or on disk
