@@ -56,6 +56,10 @@ class Settings(BaseSettings):
     writer_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
     #: Seconds a write waits for another replica's lease before answering 409 library-busy.
     writer_lease_wait_seconds: float = Field(default=300.0, ge=0)
+    #: Where the relation graph is kept: ``files`` (SQLite under the data dir), ``store`` (the
+    #: library's own collection, written under its writer lease). ``auto``: ``store`` when writer
+    #: leases are on (several replicas), else ``files``.
+    graph_backend: Literal["auto", "files", "store"] = "auto"
     #: Threads Qdrant Edge may use for one search (0 = engine default).
     search_threads: int = Field(default=0, ge=0, le=64)
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from qdrant_client import QdrantClient
 
+from ragspine.catalog import Libraries
 from ragspine.graph._model import (
     CITE_DECLARED,
     CITE_TEXT,
@@ -18,9 +20,14 @@ from ragspine.graph._model import (
     NodeSpec,
 )
 from ragspine.graph._networkx import DB_NAME, NetworkXGraphStore
+from ragspine.graph._stored import KIND_SRC, StoredGraphStore
 from ragspine.graph.store import GraphStore, open_graph_store
+from ragspine.scoring.bm25 import BM25Params
+from ragspine.store.base import Where
+from ragspine.store.server import ServerStore
 
 LIB = "lib"
+pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")
 
 
 def node(nid: str, type_: str = "company", rank: int = RANK_DECLARED, aliases: tuple[str, ...] = ()) -> NodeSpec:
@@ -47,9 +54,27 @@ def doc_meta(doc: str) -> Contribution:
     return Contribution((NodeSpec(f"doc:{doc}", doc, DOCUMENT, RANK_METADATA),), ())
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> NetworkXGraphStore:
-    s = open_graph_store(tmp_path)
+def qdrant_graphs(client: QdrantClient | None = None) -> StoredGraphStore:
+    """The cluster backend: the graph in library ``LIB``'s collection of a Qdrant double."""
+    client = client if client is not None else QdrantClient(":memory:")
+    libs = Libraries(ServerStore(client), BM25Params())
+    if not libs.store.has_collection(LIB):
+        libs.create(LIB)
+    return StoredGraphStore(libs.store, libs)
+
+
+def reopen(store: NetworkXGraphStore) -> NetworkXGraphStore:
+    """A second store over the same persisted graph (another process, or a restart)."""
+    if isinstance(store, StoredGraphStore):
+        return StoredGraphStore(store.store, Libraries(store.store, BM25Params()))
+    return NetworkXGraphStore(store.root)
+
+
+@pytest.fixture(params=["files", "qdrant"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> NetworkXGraphStore:
+    """Every backend answers the same (SQLite files by default; the library's collection in
+    cluster mode)."""
+    s = open_graph_store(tmp_path) if request.param == "files" else qdrant_graphs()
     assert isinstance(s, NetworkXGraphStore) and isinstance(s, GraphStore)
     return s
 
@@ -137,7 +162,7 @@ def test_neighbors_depth_relations_direction_limit(store: NetworkXGraphStore) ->
     assert store.neighbors(LIB, "nope") == ([], False)
 
 
-def test_shortest_path_bounded_and_deterministic(store: NetworkXGraphStore) -> None:
+def test_shortest_path_bounded_and_deterministic(store: NetworkXGraphStore, tmp_path: Path) -> None:
     chain_store(store)
     path = store.shortest_path(LIB, "e", "x", max_hops=4)
     assert [(e.source, e.relation, e.target) for e in path or []] == [
@@ -152,7 +177,7 @@ def test_shortest_path_bounded_and_deterministic(store: NetworkXGraphStore) -> N
     only = store.shortest_path(LIB, "c", "x", max_hops=2, relations=["mentions"])
     assert [(e.source, e.target) for e in only or []] == [("doc:z", "c"), ("doc:z", "x")]
     # Two equally short ways: the same one every time, whatever the build order.
-    other = NetworkXGraphStore(store.root.parent / "other")
+    other = NetworkXGraphStore(tmp_path / "other")  # another build, in another order
     other.replace_sources(LIB, {"text:z": doc_text("z", "c", "x")})
     other.replace_sources(LIB, {"meta:z": doc_meta("z")})
     other.replace_sources(LIB, {"declared": declared(("x", "peer_of", "b"), ("b", "subsidiary_of", "a"),
@@ -202,12 +227,64 @@ def test_a_failed_write_changes_nothing(store: NetworkXGraphStore) -> None:
             assert store.snapshot(LIB)["nodes"] == [{"id": "doc:d", "name": "d", "type": "document", "aliases": []}]
             raise RuntimeError("boom")
     assert store.snapshot(LIB) == snap
-    assert NetworkXGraphStore(store.root).snapshot(LIB) == snap
+    assert reopen(store).snapshot(LIB) == snap
 
 
-def test_deleted_rows_are_overwritten_on_disk(store: NetworkXGraphStore) -> None:
+def test_deleted_rows_are_overwritten_on_disk(tmp_path: Path) -> None:
+    store = NetworkXGraphStore(tmp_path)
     secret = "zqxgraphsecretdoc"
     store.replace_sources(LIB, {f"meta:{secret}": doc_meta(secret)})
     store.replace_sources(LIB, {f"meta:{secret}": None})
     data = (store.root / LIB / DB_NAME).read_bytes()
     assert secret.encode() not in data
+
+
+# -- the cluster backend: the graph in the library's collection ---------------------------------
+
+
+def test_qdrant_replicas_see_each_other_and_start_over_after_a_drop() -> None:
+    client = QdrantClient(":memory:")
+    a, b = qdrant_graphs(client), qdrant_graphs(client)  # two replicas, one Qdrant
+    assert b.snapshot(LIB) == {"nodes": [], "edges": []} and not b.exists(LIB)
+    a.replace_sources(LIB, {"declared": declared(("x", "peer_of", "y"))})
+    assert b.exists(LIB) and [n["id"] for n in b.snapshot(LIB)["nodes"]] == ["x", "y"]
+    b.replace_sources(LIB, {"meta:d": doc_meta("d"), "text:d": doc_text("d", "x")})
+    a.replace_sources(LIB, {"declared": None})  # a catches up with b before writing
+    assert a.snapshot(LIB) == b.snapshot(LIB) == reopen(a).snapshot(LIB)
+    assert [e["relation"] for e in a.snapshot(LIB)["edges"]] == ["mentions"]
+    assert a.contribution(LIB, "text:d") == doc_text("d", "x")
+    # superseded rows are gone; a removed source is a tombstone that names it by digest only
+    rows = a.store.scroll(LIB, Where(kind=KIND_SRC))
+    assert sorted(r.payload.get("key", "tomb") for r in rows) == ["meta:d", "text:d", "tomb"]
+    assert "declared" not in str([r.payload for r in rows])
+    gen = a.stats(LIB)["generation"]
+    a.libraries.drop(LIB)  # the library is deleted and created again by one replica
+    a.drop(LIB)
+    a.libraries.create(LIB)
+    assert b.snapshot(LIB) == {"nodes": [], "edges": []}
+    a.replace_sources(LIB, {"declared": declared(("p", "peer_of", "q"))})
+    assert [n["id"] for n in b.snapshot(LIB)["nodes"]] == ["p", "q"]
+    assert b.stats(LIB)["generation"] == 1 < gen
+
+
+def test_qdrant_a_write_that_died_before_its_commit_is_invisible_and_cleaned() -> None:
+    client = QdrantClient(":memory:")
+    a, b = qdrant_graphs(client), qdrant_graphs(client)
+    a.replace_sources(LIB, {"declared": declared(("a", "peer_of", "b"))})
+    snap = a.snapshot(LIB)
+    real_upsert = a.store.upsert
+
+    def die_at_commit(name: str, points: list) -> None:  # the process dies before the meta write
+        if any(p.payload.get("kind") == "graph_meta" for p in points):
+            raise SystemExit("killed")
+        real_upsert(name, points)
+
+    a.store.upsert = die_at_commit  # type: ignore[method-assign]
+    with pytest.raises(SystemExit):
+        a.replace_sources(LIB, {"declared": None, "meta:d": doc_meta("d")})
+    a.store.upsert = real_upsert  # type: ignore[method-assign]
+    assert b.snapshot(LIB) == snap  # rows above the committed generation are not read
+    assert len(a.store.scroll(LIB, Where(kind=KIND_SRC, gen_above=1))) == 2  # left behind
+    b.replace_sources(LIB, {"meta:e": doc_meta("e")})  # the next writer removes them first
+    assert [n["id"] for n in reopen(b).snapshot(LIB)["nodes"]] == ["a", "b", "doc:e"]
+    assert len(b.store.scroll(LIB, Where(kind=KIND_SRC))) == 2

@@ -47,6 +47,7 @@ from ragspine.graph._model import (
     relation_list,
 )
 from ragspine.graph.errors import AmbiguousEntityError, UnknownEntityError
+from ragspine.graph._stored import StoredGraphStore
 from ragspine.graph.store import DIRECTIONS, GraphStore, open_graph_store
 from ragspine.catalog import Libraries
 from ragspine.policy import is_restricted, point_restricted
@@ -88,7 +89,12 @@ class GraphService:
         self.settings = settings
         self.store = store
         self.libraries = libraries
-        self.graphs = graph_store if graph_store is not None else open_graph_store(settings.data_dir)
+        if graph_store is None:
+            in_store = settings.graph_backend == "store" or (settings.graph_backend == "auto" and libraries.leased)
+            # Several replicas: the graph lives in the library's collection, written under its
+            # writer lease (a SQLite file on a shared network volume is not safe to share).
+            graph_store = StoredGraphStore(store, libraries) if in_store else open_graph_store(settings.data_dir)
+        self.graphs = graph_store
         #: Optional model-based relation extractor; off (None) by default.
         self.extractor = extractor
         self._matchers: dict[str, tuple[dict[str, str], AliasMatcher]] = {}

@@ -41,6 +41,13 @@ def where_conditions(where: Where) -> tuple[list[Condition], list[Condition]]:
         must.append(Condition("version", "match", where.version))
     if where.not_version is not None:
         must_not.append(Condition("version", "match", where.not_version))
+    if where.gen_above is not None or where.gen_upto is not None:
+        bounds: dict[str, int] = {}
+        if where.gen_above is not None:
+            bounds["gt"] = where.gen_above
+        if where.gen_upto is not None:
+            bounds["lte"] = where.gen_upto
+        must.append(Condition("gen", "range", bounds))
     for p in where.predicates:
         key, v = where.payload_key(p), filter_value(p.value)
         if p.op in ("eq", "ne"):

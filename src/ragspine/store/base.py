@@ -192,6 +192,9 @@ class Where:
     doc_id: str | None = None
     version: int | None = None
     not_version: int | None = None
+    #: ``gen_above < gen <= gen_upto`` (the relation graph's generations, see graph._stored).
+    gen_above: int | None = None
+    gen_upto: int | None = None
     predicates: tuple[Predicate, ...] = ()
 
     def payload_key(self, p: Predicate) -> str:

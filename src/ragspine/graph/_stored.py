@@ -1,0 +1,220 @@
+"""The relation graph kept in the library's own Qdrant collection: the backend for several
+replicas (cluster mode), where a SQLite file on a shared network volume is not safe.
+
+The same contributions-per-source model and in-memory ``networkx`` graph as
+:class:`~ragspine.graph._networkx.NetworkXGraphStore`, persisted as points (payload only):
+
+- ``kind=graph_src``: one row per source *per generation* that wrote it:
+  ``{key, gen, data}`` (``data`` the contribution's JSON); a removed source leaves a tombstone
+  row ``{hash, gen}`` naming it by digest only (a deleted document's id does not stay).
+- ``kind=graph_meta``: ``{epoch, gen}``, the last committed generation.
+
+A write (:meth:`locked`) holds the library's writer lease (``Libraries.lock``: one writer
+across replicas), deletes what a failed earlier write left above the committed generation,
+writes its rows at ``gen + 1`` under new point ids (nothing committed is overwritten), then
+commits by writing the meta point; only then are the rows it superseded deleted. A write that
+fails before its commit changes nothing anyone reads. A reader reads the meta point and applies
+only the rows between the generation it holds and the committed one (a full load when the
+epoch changed: library deleted and created again).
+
+Why by hand: neither Qdrant nor networkx keeps a versioned graph; this is the SQLite backend's
+generation log expressed as points, so both backends answer identically (one test suite).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ragspine.catalog import Libraries, point_id
+from ragspine.errors import LibraryNotFoundError
+from ragspine.graph._model import Contribution
+from ragspine.graph._networkx import NetworkXGraphStore, _digest, _gc_paused, _Lib, _Memory, key_hash
+from ragspine.store.base import PointData, Store, Where
+
+logger = logging.getLogger(__name__)
+
+KIND_SRC = "graph_src"
+KIND_META = "graph_meta"
+META_POINT = point_id("graph-meta")
+
+
+def _row_id(key_or_hash: str, gen: int, tomb: bool = False) -> str:
+    return point_id("graph-tomb" if tomb else "graph-src", key_or_hash, gen)
+
+
+class StoredGraphStore(NetworkXGraphStore):
+    """Graphs of many libraries, each in its library's collection (see the module docstring)."""
+
+    def __init__(self, store: Store, libraries: Libraries) -> None:
+        # Nothing is kept in files: a root no code path may write to (it would fail loudly).
+        super().__init__(Path("/nonexistent/ragspine-graph-in-store"))
+        self.store = store
+        self.libraries = libraries
+
+    # -- reading the committed state ---------------------------------------------------------
+
+    def _meta(self, library: str) -> dict[str, Any] | None:
+        try:
+            recs = self.store.retrieve(library, [META_POINT])
+        except LibraryNotFoundError:
+            return None
+        return recs[0].payload if recs else None
+
+    @staticmethod
+    def _rows(lib: _Lib) -> dict[str, int]:
+        rows: dict[str, int] = getattr(lib, "rows", None) or {}
+        lib.rows = rows  # type: ignore[attr-defined]  # source key -> gen of its current row
+        return rows
+
+    def _catch_up_store(self, library: str, lib: _Lib) -> None:
+        meta = self._meta(library)
+        if meta is None:
+            if lib.mem is None or lib.epoch is not None:
+                lib.mem, lib.epoch, lib.gen = _Memory(), None, 0
+                self._rows(lib).clear()
+            return
+        epoch, gen = meta.get("epoch"), int(meta.get("gen", 0))
+        if lib.mem is not None and epoch == lib.epoch and gen == lib.gen:
+            return
+        full = lib.mem is None or epoch != lib.epoch or gen < lib.gen
+        where = Where(kind=KIND_SRC, gen_upto=gen, gen_above=None if full else lib.gen)
+        recs = sorted(self.store.scroll(library, where), key=lambda r: (int(r.payload["gen"]), r.id))
+        mem = _Memory() if full else lib.mem
+        rows = {} if full else dict(self._rows(lib))
+        assert mem is not None
+        with _gc_paused():
+            for r in recs:  # in generation order: a later row of a key wins
+                p = r.payload
+                if p.get("data") is not None:
+                    data = p["data"]
+                    mem.apply(p["key"], Contribution.from_json(json.loads(data)), _digest(data))
+                    rows[p["key"]] = int(p["gen"])
+                else:
+                    key = mem.hashes.get(p["hash"])
+                    if key is not None and rows.get(key, -1) < int(p["gen"]):
+                        mem.apply(key, None)
+                        rows.pop(key, None)
+        lib.mem, lib.epoch, lib.gen = mem, epoch, gen
+        lib.rows = rows  # type: ignore[attr-defined]
+
+    def _mem(self, lib: _Lib) -> _Memory:
+        if lib.txn_depth:
+            assert lib.mem is not None
+            return lib.mem
+        self._catch_up_store(lib.folder_name, lib)  # type: ignore[attr-defined]
+        assert lib.mem is not None
+        return lib.mem
+
+    def _lib(self, library: str) -> _Lib:
+        lib = super()._lib(library)
+        lib.folder_name = library  # type: ignore[attr-defined]
+        return lib
+
+    # -- writes ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def locked(self, library: str) -> Iterator[None]:
+        lib = self._lib(library)
+        with self.libraries.lock(library), lib.lock:
+            if lib.txn_depth:
+                lib.txn_depth += 1
+                try:
+                    yield
+                finally:
+                    lib.txn_depth -= 1
+                return
+            self._catch_up_store(library, lib)
+            if lib.epoch is None:  # the library's first graph write
+                lib.epoch = uuid.uuid4().hex
+            # A write that failed before its commit left rows above the committed generation.
+            self.store.delete(library, Where(kind=KIND_SRC, gen_above=lib.gen))
+            lib.txn_depth, lib.txn_gen = 1, None
+            lib.txn_old = {}  # type: ignore[attr-defined]  # row ids this write supersedes
+            first = self._meta(library) is None
+            try:
+                yield
+                if lib.txn_gen is None and first:  # nothing to write, but the graph now exists
+                    self.store.upsert(library, [PointData(META_POINT, {
+                        "kind": KIND_META, "epoch": lib.epoch, "gen": lib.gen})])
+                if lib.txn_gen is not None:
+                    self.libraries.check_lease(library)
+                    self.store.upsert(library, [PointData(META_POINT, {
+                        "kind": KIND_META, "epoch": lib.epoch, "gen": lib.txn_gen})])  # the commit
+                    lib.gen = lib.txn_gen
+                    old = list(lib.txn_old)  # type: ignore[attr-defined]
+                    if old:
+                        self.store.delete_ids(library, old)
+            except BaseException:
+                lib.mem = None  # memory holds part of the failed write: reload it
+                self._rows(lib).clear()
+                raise
+            finally:
+                lib.txn_depth, lib.txn_gen = 0, None
+
+    def exists(self, library: str) -> bool:
+        return self._meta(library) is not None
+
+    def replace_sources(self, library: str, changes: Mapping[str, Contribution | None]) -> None:
+        lib = self._lib(library)
+        with self.locked(library), _gc_paused():
+            mem = lib.mem
+            assert mem is not None
+            rows = self._rows(lib)
+            old: dict[str, None] = lib.txn_old  # type: ignore[attr-defined]
+            points: list[PointData] = []
+            for key in sorted(changes):
+                new = changes[key]
+                current = mem.sources.get(key)
+                data = None if new is None else json.dumps(new.to_json(), ensure_ascii=False, separators=(",", ":"))
+                digest = "" if data is None else _digest(data)
+                if (current is None and new is None) or (current is not None and current[0] == digest):
+                    continue  # unchanged: no write, no new generation
+                if lib.txn_gen is None:
+                    lib.txn_gen = lib.gen + 1
+                gen = lib.txn_gen
+                prev_gen = rows.get(key)
+                if prev_gen is not None and prev_gen < gen:
+                    old[_row_id(key, prev_gen)] = None
+                if data is None:
+                    points.append(PointData(_row_id(key_hash(key), gen, tomb=True),
+                                            {"kind": KIND_SRC, "hash": key_hash(key), "gen": gen, "data": None}))
+                    rows.pop(key, None)
+                else:
+                    points.append(PointData(_row_id(key, gen), {"kind": KIND_SRC, "key": key, "gen": gen,
+                                                                "data": data}))
+                    rows[key] = gen
+                mem.apply(key, new, digest)
+            self.libraries.check_lease(library)
+            for i in range(0, len(points), 256):
+                self.store.upsert(library, points[i : i + 256])
+
+    def drop(self, library: str) -> None:
+        """The points went with the library's collection; forget the memory."""
+        lib = self._lib(library)
+        with lib.lock:
+            lib.mem, lib.epoch, lib.gen = None, None, 0
+            self._rows(lib).clear()
+
+    def close(self) -> None:
+        with self._guard:
+            libs = list(self._libs.values())
+        for lib in libs:
+            with lib.lock:
+                lib.mem = None
+
+    def contribution(self, library: str, key: str) -> Contribution | None:
+        lib = self._lib(library)
+        with lib.lock:
+            if key not in self._mem(lib).sources:
+                return None
+            gen = self._rows(lib).get(key)
+        if gen is None:
+            return None
+        recs = self.store.retrieve(library, [_row_id(key, gen)])
+        return Contribution.from_json(json.loads(recs[0].payload["data"])) if recs else None
