@@ -1,7 +1,7 @@
 """Background ingest jobs: a bounded thread pool and their observable state.
 
 A job's state is also kept where every replica reads it (:class:`JobRecords`: a ``kind=job``
-point in the job's library collection, its id ``<library>.<hex>``), so ``GET /v1/jobs/{id}``
+point in the store's ``_jobs`` collection; the id stays opaque, naming no library), so ``GET /v1/jobs/{id}``
 answers on any replica, and after a restart. The replica that runs a job rewrites its record
 on every state change, at most once a second with progress, and every ``heartbeat`` seconds
 while it is queued or running; a record whose heartbeat is older than ``stale_after`` belongs
@@ -19,9 +19,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ragspine.catalog import check_library_name, point_id
-from ragspine.errors import InvalidRequestError, LibraryNotFoundError, RagspineError
-from ragspine.store.base import PointData, Store
+from ragspine.catalog import point_id
+from ragspine.errors import LibraryNotFoundError, RagspineError, StoreError
+from ragspine.store.base import CollectionSpec, PointData, Store
 
 logger = logging.getLogger(__name__)
 
@@ -79,15 +79,15 @@ JOB_HEARTBEAT_SECONDS = 5.0
 JOB_STALE_SECONDS = 30.0
 
 
-def job_library(job_id: str) -> str | None:
-    """The library a job id names (``<library>.<hex>``); None for an id that is not one."""
-    lib, sep, rest = job_id.rpartition(".")
-    if not sep or not rest.isalnum() or len(rest) != 32:
+#: The collection of job records: a name no library may take (see check_library_name).
+JOBS_COLLECTION = "_jobs"
+
+
+def _job_point(job_id: str) -> str | None:
+    """The record's point id of a job id (32 hex digits); None for anything else."""
+    if len(job_id) != 32 or any(c not in "0123456789abcdef" for c in job_id):
         return None
-    try:
-        return check_library_name(lib)
-    except InvalidRequestError:
-        return None
+    return point_id("job", job_id)
 
 
 class JobRecords:
@@ -99,23 +99,37 @@ class JobRecords:
         self.replica = replica
         self.heartbeat = heartbeat
         self.stale_after = stale_after
+        self._ready = False
+
+    def _ensure(self) -> None:
+        if self._ready:
+            return
+        if not self.store.has_collection(JOBS_COLLECTION):
+            try:
+                self.store.create_collection(JOBS_COLLECTION, CollectionSpec(sparse_idf=()))
+            except StoreError:
+                if not self.store.has_collection(JOBS_COLLECTION):  # not another replica's create
+                    raise
+        self._ready = True
 
     def write(self, job: "Job") -> None:
         payload = {**job.to_json(), "kind": KIND_JOB, "replica": self.replica, "heartbeat_at": time.time()}
+        point = _job_point(job.id)
+        assert point is not None
         try:
-            self.store.upsert(job.library, [PointData(point_id("job", job.id), payload)])
-        except LibraryNotFoundError:
-            pass  # the library was deleted: so are its jobs
+            self._ensure()
+            self.store.upsert(JOBS_COLLECTION, [PointData(point, payload)])
         except Exception:  # the ingest goes on; its record catches up at the next write
+            self._ready = False
             logger.exception("could not record the state of job %s", job.id)
 
     def read(self, job_id: str) -> dict[str, Any] | None:
-        lib = job_library(job_id)
-        if lib is None:
+        point = _job_point(job_id)
+        if point is None:
             return None
         try:
-            recs = self.store.retrieve(lib, [point_id("job", job_id)])
-        except LibraryNotFoundError:
+            recs = self.store.retrieve(JOBS_COLLECTION, [point])
+        except LibraryNotFoundError:  # no job was ever recorded
             return None
         if not recs:
             return None
@@ -171,7 +185,7 @@ class JobRunner:
 
     def submit(self, library: str, filename: str | None, work: Callable[[Job], dict[str, Any]],
                cleanup: Callable[[], None]) -> Job:
-        job = Job(id=f"{library}.{uuid.uuid4().hex}", library=library, filename=filename)
+        job = Job(id=uuid.uuid4().hex, library=library, filename=filename)
         with self._lock:
             self._jobs[job.id] = job
             self._trim()
