@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -147,9 +148,7 @@ class Libraries:
         self.store = store
         self.bm25 = bm25
         self.leases = leases
-        #: Called with a library's name when this replica takes over the lease of a writer
-        #: that did not release it, inside the lock, before the write (the indexer's rollback).
-        self.on_takeover: Callable[[str], None] | None = None
+        self._on_takeover: weakref.WeakMethod[Callable[[str], None]] | None = None
         self._held: dict[str, Lease] = {}
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
@@ -163,6 +162,18 @@ class Libraries:
         # The library record, read by every search (three times): cached as its payload,
         # dropped by every save made here, re-read after ``active_ttl`` (other processes).
         self._records: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    @property
+    def on_takeover(self) -> Callable[[str], None] | None:
+        """Called with a library's name when this replica takes over the lease of a writer that
+        did not release it, inside the lock, before the write (the indexer's rollback). Held
+        weakly: the indexer owns this object, and a cycle would keep an unclosed engine (and
+        its unflushed store) alive past its last reference."""
+        return self._on_takeover() if self._on_takeover is not None else None
+
+    @on_takeover.setter
+    def on_takeover(self, fn: Callable[[str], None] | None) -> None:
+        self._on_takeover = weakref.WeakMethod(fn) if fn is not None else None  # type: ignore[arg-type]
 
     def _rlock(self, name: str) -> threading.RLock:
         with self._guard:
@@ -183,8 +194,9 @@ class Libraries:
             try:
                 self._records.pop(name, None)
                 self._active.pop(name, None)
-                if lease.took_over and self.on_takeover is not None:
-                    self.on_takeover(name)
+                take_over = self.on_takeover
+                if lease.took_over and take_over is not None:
+                    take_over(name)
                 yield
             finally:
                 del self._held[name]
