@@ -56,6 +56,9 @@ class Settings(BaseSettings):
     writer_lease_seconds: float = Field(default=30.0, gt=0, le=3600)
     #: Seconds a write waits for another replica's lease before answering 409 library-busy.
     writer_lease_wait_seconds: float = Field(default=300.0, ge=0)
+    #: Seconds without a heartbeat after which an unfinished ingest job is taken for lost with
+    #: its replica (it then reads ``failed``, ``replica-lost``); heartbeats come 6 times as often.
+    job_stale_seconds: float = Field(default=30.0, gt=0)
     #: Where the relation graph is kept: ``files`` (SQLite under the data dir), ``store`` (the
     #: library's own collection, written under its writer lease). ``auto``: ``store`` when writer
     #: leases are on (several replicas), else ``files``.

@@ -272,3 +272,15 @@ def test_settings_overrides_skip_secrets_and_pin_the_data_dir(tmp_path: Any) -> 
     assert over["data_dir"] == str((tmp_path / "d").resolve()) and over["page_model"] == "/m"
     assert "qdrant_api_key" not in over and "api_keys" not in over
     assert ray_app.resolve_settings(over).page_model == "/m"
+
+
+def test_a_fixed_ingress_count_replaces_the_autoscaling_settings_derive() -> None:
+    """With a Qdrant server the settings make the Ingress autoscale; a deployment config that
+    fixes its replica count wins (Serve refuses both at once), and one that gives autoscaling
+    back wins over an earlier fixed count."""
+    derived = {"Ingress": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 4}}}
+    d = ray_app._options(ray_app.Ingress, "Ingress", derived, {"Ingress": {"num_replicas": 2}})
+    assert d.num_replicas == 2 and d._deployment_config.autoscaling_config is None
+    auto = {"min_replicas": 2, "max_replicas": 8, "target_ongoing_requests": 16}
+    d = ray_app._options(ray_app.Ingress, "Ingress", {"Ingress": {"num_replicas": 2}}, {"Ingress": {"autoscaling_config": auto}})
+    assert d._deployment_config.autoscaling_config.max_replicas == 8

@@ -67,7 +67,8 @@ class CreateLibrary(BaseModel):
 def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     """Build the app. Pass ``engine`` to share one (tests, Ray ingress); else one is opened."""
     eng = engine if engine is not None else Engine(settings)
-    jobs = JobRunner(settings.ingest_workers, JobRecords(eng.store, eng.replica))
+    jobs = JobRunner(settings.ingest_workers, JobRecords(
+        eng.store, eng.replica, heartbeat=settings.job_stale_seconds / 6, stale_after=settings.job_stale_seconds))
     metrics = Metrics()
     auth = Auth(settings.api_key_map())
     upload_dir = spool_dir(Path(settings.data_dir) / "uploads", eng.replica)
@@ -256,8 +257,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
             if job.state == "failed" and job.error:
                 e = job.error
                 return problem(e["status"], e["type"].removeprefix("/problems/"), e["title"], e["detail"])
-            return JSONResponse(job.to_json(), status_code=201)
-        return JSONResponse(job.to_json(), status_code=202,
+            return JSONResponse(jobs.lookup(job.id), status_code=201)
+        return JSONResponse(jobs.lookup(job.id), status_code=202,
                             headers={"Location": f"/v1/jobs/{job.id}"})
 
     @app.get("/v1/jobs/{job_id}", tags=["documents"])

@@ -75,8 +75,8 @@ class Job:
 KIND_JOB = "job"
 #: Seconds between heartbeats of a replica's unfinished jobs, and after which an unfinished
 #: job's record without one belongs to a replica that is gone.
-JOB_HEARTBEAT_SECONDS = 5.0
 JOB_STALE_SECONDS = 30.0
+JOB_HEARTBEAT_SECONDS = JOB_STALE_SECONDS / 6
 
 
 #: The collection of job records: a name no library may take (see check_library_name).
@@ -134,7 +134,7 @@ class JobRecords:
         if not recs:
             return None
         p = dict(recs[0].payload)
-        replica, beat = p.pop("replica", None), float(p.pop("heartbeat_at", 0.0))
+        replica, beat = p.get("replica"), float(p.pop("heartbeat_at", 0.0))
         p.pop("kind", None)
         age = time.time() - beat
         was = p.get("state")
@@ -227,7 +227,7 @@ class JobRunner:
         else any replica's from the store."""
         job = self._jobs.get(job_id)
         if job is not None:
-            return job.to_json()
+            return {**job.to_json(), "replica": self.records.replica if self.records is not None else None}
         return self.records.read(job_id) if self.records is not None else None
 
     def _trim(self) -> None:

@@ -209,13 +209,17 @@ class Ingress:
 def _options(deployment: Any, name: str, *layers: dict[str, dict[str, Any]]) -> Any:
     opts: dict[str, Any] = {}
     for layer in layers:
-        for key, value in layer.get(name, {}).items():
+        mine = layer.get(name, {})
+        for key, value in mine.items():
             if key == "ray_actor_options" and isinstance(value, dict):
                 opts[key] = {**opts.get(key, {}), **value}
             else:
                 opts[key] = value
-    if "num_replicas" in opts and "autoscaling_config" not in opts:
-        opts["autoscaling_config"] = None  # a fixed count replaces the code's autoscaling
+        if "num_replicas" in mine and "autoscaling_config" not in mine:
+            # A fixed count replaces the code's (or an earlier layer's) autoscaling.
+            opts["autoscaling_config"] = None
+        elif "autoscaling_config" in mine and "num_replicas" not in mine:
+            opts.pop("num_replicas", None)
     return deployment.options(**opts) if opts else deployment
 
 
