@@ -120,3 +120,38 @@ def test_the_gap_log_can_be_turned_off(data_dir: Path) -> None:
         assert eng.store.count("lib", Where(kind="gap")) == 0
     finally:
         eng.close()
+
+
+def test_misses_on_several_replicas_count_exactly() -> None:
+    """Four replicas (their own GapLog and in-process locks) over one Qdrant, reads slowed so
+    that counts are read by several before any writes: every miss is counted once."""
+    from qdrant_client import QdrantClient
+
+    from ragspine.catalog import Libraries
+    from ragspine.scoring.bm25 import BM25Params
+    from ragspine.store.server import ServerStore
+
+    client = QdrantClient(":memory:")
+    Libraries(ServerStore(client), BM25Params()).create("lib")
+    logs = []
+    for _ in range(4):
+        store = ServerStore(client)
+        logs.append(GapLog(SlowReads(store), Libraries(store, BM25Params())))  # type: ignore[arg-type]
+    barrier = threading.Barrier(len(logs))
+    errors: list[BaseException] = []
+
+    def replica(log: GapLog) -> None:
+        try:
+            barrier.wait()
+            for _ in range(6):
+                log.record("lib", "missing metric", [], "no_hits")
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    ts = [threading.Thread(target=replica, args=(log,)) for log in logs]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors
+    assert [g["hit_count"] for g in logs[0].list("lib")] == [4 * 6]

@@ -14,6 +14,7 @@ read-modify-write under a per-library lock: exact for the threads of one process
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -24,7 +25,12 @@ from ragspine.errors import InvalidRequestError, NotFoundError
 from ragspine.graph import norm
 from ragspine.store.base import PointData, Store, Where
 
+logger = logging.getLogger(__name__)
+
 KIND_GAP = "gap"
+#: Conditional writes one miss may try before it gives up counting (each lost try means
+#: another replica's increment landed: with N replicas missing together, at most N - 1 tries).
+MAX_RECORD_TRIES = 64
 #: Most gaps listed at once.
 MAX_GAPS_LISTED = 1000
 _FIELDS = ("gap_id", "query", "filters", "hit_count", "first_seen", "last_seen", "reason")
@@ -52,21 +58,28 @@ class GapLog:
     def record(self, library: str, query: str, filters: list[dict[str, Any]], reason: str) -> None:
         """Count one miss of ``query`` with ``filters`` in ``library``."""
         gid = gap_id(query, filters)
-        now = time.time()
+        # The lock counts exactly within this process; across replicas (one Qdrant, several
+        # processes) each increment is a conditional write on the count it read, retried when
+        # another replica's landed first (Store.put_if: Qdrant's update_filter).
         with self._lock(library):
-            recs = self.store.retrieve(library, [gid], fields=list(_FIELDS))
-            prev = recs[0].payload if recs else None
-            payload = {
-                "kind": KIND_GAP,
-                "gap_id": gid,
-                "query": norm(query),
-                "filters": canonical_filters(filters),
-                "hit_count": int(prev["hit_count"]) + 1 if prev else 1,
-                "first_seen": prev["first_seen"] if prev else now,
-                "last_seen": now,
-                "reason": reason,
-            }
-            self.store.upsert(library, [PointData(id=gid, payload=payload)])
+            for _ in range(MAX_RECORD_TRIES):
+                now = time.time()
+                recs = self.store.retrieve(library, [gid], fields=list(_FIELDS))
+                prev = recs[0].payload if recs else None
+                payload = {
+                    "kind": KIND_GAP,
+                    "gap_id": gid,
+                    "query": norm(query),
+                    "filters": canonical_filters(filters),
+                    "hit_count": int(prev["hit_count"]) + 1 if prev else 1,
+                    "first_seen": prev["first_seen"] if prev else now,
+                    "last_seen": now,
+                    "reason": reason,
+                }
+                expect = {"kind": KIND_GAP, "hit_count": int(prev["hit_count"])} if prev else None
+                if self.store.put_if(library, PointData(id=gid, payload=payload), expect):
+                    return
+            logger.warning("gap log of %s: a miss was not counted (%d conflicting writers)", library, MAX_RECORD_TRIES)
 
     def list(self, library: str, limit: int = 100) -> list[dict[str, Any]]:
         """Gaps by hit count (most asked first), then most recent."""
