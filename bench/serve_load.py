@@ -16,6 +16,16 @@ local`` and ``--engine ray``, on the same index.
 3. Print queries/s, p50/p99 latency and errors per run, the ray/local ratios, and whether both
    engines ranked a sample of questions identically.
 
+With ``--replicas 1,2`` it measures cluster mode instead: Ray Serve with 1, then 2, Ingress
+replicas over one shared Qdrant (``bench/qdrant_actor.py``: the client's in-process double in a
+Ray actor, since no Qdrant server runs on the development machines; it applies one call at a
+time, so it is the bottleneck a real server is not), writer leases on. Per replica count: a
+fresh library, the first ``--docs`` PDFs ingested, then ``--clients`` search clients *and* one
+ingest client uploading the next PDFs (job polls spread over the replicas) for ``--duration``
+seconds. Printed per count: search q/s, p50/p99, 5xx answers (must be 0), uploads and their
+outcome, and documents lost (must be 0: every succeeded upload is listed with all its pages
+and found by a search for its own words).
+
 Only 127.0.0.1 is ever contacted; every server started is stopped.
 """
 
@@ -172,6 +182,107 @@ def rankings(base: str, queries: list[str], mode: str, top_k: int) -> list[list[
         return out
 
 
+def replicas_run(data: Path, files: list[Path], queries: list[str], counts: list[int], clients: int,
+                 seconds: float, top_k: int) -> int:
+    """The ``--replicas`` mode (see the module docstring)."""
+    import ray
+    from ray import serve
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import qdrant_actor
+
+    from ragspine.config import Settings
+    from ragspine.serving import ray_app as ra
+
+    preload, stream = files[: max(1, len(files) // 2)], files[max(1, len(files) // 2):]
+    bad_total = 0
+    rows = []
+    for n in counts:
+        work = Path(tempfile.mkdtemp(prefix="ragspine-replicas-"))
+        ray.init(num_cpus=os.cpu_count() or 2, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False, namespace=qdrant_actor.NAMESPACE,
+                 runtime_env={"worker_process_setup_hook": "qdrant_actor.setup",
+                              "env_vars": {"PYTHONPATH": os.pathsep.join(
+                                  [str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")])}})
+        try:
+            actor = qdrant_actor.QdrantDouble.options(name=qdrant_actor.ACTOR, lifetime="detached").remote()
+            port = free_port()
+            settings = Settings(data_dir=work, qdrant_url=":memory:", reranker="none", ocr="off")
+            t0 = time.perf_counter()
+            ra.start_local(settings, HOST, port, name="bench", deployments={"Ingress": {"num_replicas": n}})
+            base = f"http://{HOST}:{port}"
+            print(f"{n} Ingress replica(s) ready in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+            with httpx.Client(base_url=base, timeout=600) as c:
+                c.post("/v1/libraries", json={"name": LIBRARY}).raise_for_status()
+                for f in preload:
+                    r = c.post(f"/v1/libraries/{LIBRARY}/documents", params={"wait": "true"},
+                               files={"file": (f.name, f.read_bytes(), "application/pdf")})
+                    if r.status_code != 201:
+                        print(f"  preload {f.name}: {r.status_code} {r.text[:200]}", file=sys.stderr)
+            uploads: list[tuple[Path, dict]] = []
+            server_errors = 0
+            stop = threading.Event()
+
+            def ingest_client() -> None:
+                nonlocal server_errors
+                with httpx.Client(base_url=base, timeout=600) as c:
+                    for f in stream:
+                        if stop.is_set():
+                            return
+                        r = c.post(f"/v1/libraries/{LIBRARY}/documents",
+                                   files={"file": (f.name, f.read_bytes(), "application/pdf")})
+                        if r.status_code >= 500:
+                            server_errors += 1
+                            continue
+                        job = r.json()
+                        while job.get("state") not in ("succeeded", "failed"):
+                            time.sleep(0.2)
+                            jr = c.get(f"/v1/jobs/{job['id']}")
+                            server_errors += int(jr.status_code >= 500)
+                            if jr.status_code == 200:
+                                job = jr.json()
+                        uploads.append((f, job))
+
+            ing = threading.Thread(target=ingest_client)
+            ing.start()
+            drive(base, "warm-up", queries, "bm25", clients, 3.0, top_k)
+            run = drive(base, f"{n} replica(s): {clients} clients + ingest", queries, "bm25", clients,
+                        seconds, top_k)
+            stop.set()
+            ing.join()
+            # Lost: a succeeded upload that is not listed whole, or not found by its own words.
+            lost = 0
+            with httpx.Client(base_url=base, timeout=120) as c:
+                listed = {d["doc_id"]: d for d in c.get(f"/v1/libraries/{LIBRARY}/documents").json()["documents"]}
+                for f, job in uploads:
+                    if job["state"] != "succeeded":
+                        continue
+                    d = listed.get(job["doc_id"])
+                    if d is None or d["pages_indexed"] != job["result"]["pages_indexed"]:
+                        lost += 1
+            ok = sum(1 for _, j in uploads if j["state"] == "succeeded")
+            replicas_seen = len({j.get("replica") for _, j in uploads if j.get("replica")})
+            rows.append((n, run, server_errors + run.errors, len(uploads), ok, replicas_seen, lost))
+            bad_total += server_errors + run.errors + lost
+            ray.kill(actor)
+        finally:
+            try:
+                serve.shutdown()
+            finally:
+                ray.shutdown()
+                shutil.rmtree(work, ignore_errors=True)
+    print(f"\n{'replicas':>8s} {'q/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'errors':>7s} {'uploads':>8s} "
+          f"{'ok':>4s} {'ran on':>7s} {'lost':>5s}")
+    for n, run, errors, up, ok, seen, lost in rows:
+        print(f"{n:8d} {run.qps:8.1f} {1000 * pct(run.latencies, 50):8.2f} {1000 * pct(run.latencies, 99):8.2f} "
+              f"{errors:7d} {up:8d} {ok:4d} {seen:7d} {lost:5d}")
+    if len(rows) > 1:
+        a, b = rows[0][1], rows[-1][1]
+        print(f"{rows[-1][0]} vs {rows[0][0]} replicas: q/s x{b.qps / a.qps:.2f}, "
+              f"p50 x{pct(b.latencies, 50) / pct(a.latencies, 50):.2f}")
+    return 0 if bad_total == 0 else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="documents/*.pdf and queries.jsonl")
@@ -183,12 +294,18 @@ def main() -> int:
     ap.add_argument("--single-duration", type=float, default=10.0, help="seconds of the one-client run")
     ap.add_argument("--top-k", type=int, default=10)
     ap.add_argument("--sample", type=int, default=30, help="questions whose rankings are compared")
+    ap.add_argument("--replicas", default=None,
+                    help="e.g. 1,2: cluster mode with that many Ingress replicas over one shared Qdrant "
+                         "double, mixed ingest + search (see the module docstring)")
     args = ap.parse_args()
 
     files = sorted((args.data / "documents").glob("*.pdf"))[: args.docs]
     if not files:
         raise SystemExit(f"no PDFs under {args.data / 'documents'}")
     queries = load_queries(args.data)
+    if args.replicas:
+        counts = [int(x) for x in args.replicas.split(",") if x.strip()]
+        return replicas_run(args.data, files, queries, counts, args.clients, args.duration, args.top_k)
     work = Path(tempfile.mkdtemp(prefix="ragspine-serve-load-"))
     try:
         page_model = None
