@@ -431,3 +431,41 @@ def test_bad_queries_and_unknown_library(store: Store) -> None:
         store.search_dense("nope", DENSE, [1.0] * D, Where(), 5)
     with pytest.raises(LibraryNotFoundError):
         store.optimize("nope")
+
+
+# -- float16 storage ----------------------------------------------------------------------------
+
+
+def test_float16_full_vectors_score_as_their_float16_values(store: Store) -> None:
+    """A float16 field keeps each vector rounded to float16: MaxSim over it equals numpy's
+    MaxSim of the rounded vectors (to float32 summation), the ranking included, and vectors
+    read back are those rounded values."""
+    rng = np.random.default_rng(7)
+    pages = [unit(rng.normal(size=(int(rng.integers(4, 30)), D))) for _ in range(40)]
+    store.create_collection("lib", CollectionSpec(dense=(
+        DenseField(FULL, D, multivector=True, hnsw=False, datatype="float16"),)))
+    store.upsert("lib", [PointData(pid(i), {"kind": KIND_PAGE}, dense={FULL: p}) for i, p in enumerate(pages)])
+    rounded = [p.astype(np.float16).astype(np.float32) for p in pages]
+    back = store.retrieve_vectors("lib", [pid(3)], FULL)[pid(3)]
+    if isinstance(store, ServerStore):
+        # qdrant-client's in-process double keeps float32 whatever the datatype (a server
+        # does not): what can be checked here is that the collection asks for float16.
+        params = store.client.get_collection("ragspine__lib").config.params.vectors[FULL]
+        assert params.datatype == "float16"
+        rounded = pages
+    assert np.array_equal(back, rounded[3])  # stored as float16 (Edge), not float32
+    assert isinstance(store, ServerStore) or not np.array_equal(back, pages[3])
+    q = unit(rng.normal(size=(6, D)))
+    hits = store.search_multivector("lib", q.tolist(), Where(kind=KIND_PAGE), 40, full_field=FULL)
+    want = maxsim_many(q, rounded)
+    for h in hits:
+        assert h.score == pytest.approx(want[int(uuid.UUID(h.id)) - 1], abs=2e-3)
+    top = [pid(int(i)) for i in np.argsort(-want, kind="stable")[:10]]
+    gaps = np.diff(np.sort(want)[::-1][:11])
+    if np.all(np.abs(gaps) > 5e-3):  # no near-tie among the first ten: the order is exact
+        assert ranking(hits)[:10] == top
+
+
+def test_datatype_is_checked() -> None:
+    with pytest.raises(ValueError, match="datatype must be one of"):
+        DenseField(FULL, D, multivector=True, datatype="int4")  # type: ignore[arg-type]

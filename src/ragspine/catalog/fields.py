@@ -44,12 +44,13 @@ def library_fields(settings: Settings, models: ModelSet) -> tuple[tuple[DenseFie
     if models.page is not None:
         ident = identity(models.page)
         pooling = settings.page_pooling
+        dtype = settings.page_vector_dtype
         fields.append(DenseField(PAGE_FULL, ident["dim"], multivector=True, hnsw=False,
-                                 quantization=settings.page_quantization))
-        encoders[PAGE_FULL] = {**ident, "quantization": settings.page_quantization}
+                                 quantization=settings.page_quantization, datatype=dtype))
+        encoders[PAGE_FULL] = {**ident, "quantization": settings.page_quantization, "datatype": dtype}
         if pooling != "none":
-            fields.append(DenseField(PAGE_POOLED, ident["dim"], multivector=True))
-            encoders[PAGE_POOLED] = {**ident, "pooling": pooling,
+            fields.append(DenseField(PAGE_POOLED, ident["dim"], multivector=True, datatype=dtype))
+            encoders[PAGE_POOLED] = {**ident, "pooling": pooling, "datatype": dtype,
                                      "pool_factor": settings.page_pool_factor if pooling == "hierarchical" else None}
     if models.dense is not None:
         ident = identity(models.dense)

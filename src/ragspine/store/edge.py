@@ -149,6 +149,7 @@ class EdgeStore:
                     else None,
                     hnsw_config=_hnsw_config(f),
                     quantization_config=_quantization_config(f),
+                    datatype=qe.VectorStorageDatatype.Float16 if f.datatype == "float16" else None,
                 )
             for n in spec.sparse_idf:
                 sparse[n] = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)

@@ -192,6 +192,7 @@ class ServerStore:
                 else None,
                 hnsw_config=_hnsw_config(f),
                 quantization_config=_quantization_config(f),
+                datatype=models.Datatype.FLOAT16 if f.datatype == "float16" else None,
             )
             for f in spec.dense
         }
