@@ -200,3 +200,61 @@ def test_a_replica_rereads_the_manifest_only_when_another_changed_it(cluster: tu
     a.delete_document(LIB, "one")  # a delete moves the clock too
     assert b.libraries.active_versions(LIB) == {"two": 1}
     assert b.libraries.manifest_scrolls == scrolls + 2
+
+
+def test_a_library_created_again_is_not_mistaken_for_its_cached_predecessor(cluster: tuple[Engine, Engine]) -> None:
+    """Dropped and created again by B with as many manifest writes as before: A's cached
+    manifest (same count) must not be served (the clock has a new epoch)."""
+    a, b = cluster
+    b.ingest(LIB, report(2, "alpha"), {"doc_id": "old"})
+    a.libraries.active_ttl = 0.0
+    assert a.libraries.active_versions(LIB) == {"old": 1}
+    b.delete_library(LIB)
+    b.create_library(LIB)
+    b.ingest(LIB, report(2, "bravo"), {"doc_id": "new"})
+    assert a.libraries.active_versions(LIB) == {"new": 1}
+
+
+@pytest.mark.parametrize("pause_at", ["committed", "written"])
+def test_a_writer_past_its_lease_writes_nothing_over_the_next_holder(data_dir: Path, pause_at: str) -> None:
+    """A pauses past its lease (its renewals stop, as in a network partition) right after its
+    commit, or after writing its pages and then fails with an ordinary error. B takes the lease
+    over and commits version 3. Whatever A does when it wakes (retire, rewrite the entry, count
+    statistics, clean up after its error), B's version stays whole and readable."""
+    client = QdrantClient(":memory:")
+    a = replica(client, data_dir, writer_lease_seconds=1.0)
+    b = replica(client, data_dir, writer_lease_seconds=1.0)
+    a.create_library(LIB)
+    try:
+        b.ingest(LIB, report(2, "bravo"), {"doc_id": "same"})  # version 1
+        wake = threading.Event()
+
+        def at_step(step: str) -> None:
+            if step == pause_at:
+                a.leases.frozen = True
+                wake.wait(30)
+                if pause_at == "written":
+                    raise RuntimeError("Qdrant timed out")  # an ordinary error, not a lost lease
+
+        a.indexer.step_hook = at_step
+        out: list[Any] = []
+
+        def a_ingests() -> None:
+            try:
+                out.append(a.ingest(LIB, report(4, "alpha"), {"doc_id": "same"}))
+            except BaseException as e:  # noqa: BLE001
+                out.append(e)
+
+        t = threading.Thread(target=a_ingests)
+        t.start()
+        time.sleep(0.3)
+        assert b.ingest(LIB, report(3, "charlie"), {"doc_id": "same"}).version == 3
+        wake.set()
+        t.join(30)
+        assert len(out) == 1
+        entry = committed(b.store)["same"]
+        assert entry["active_version"] == 3 and entry["max_version"] == 3, entry
+        assert_consistent(b, {"same": 3})
+        readable(b, "same", "charlie", 3)
+    finally:
+        close(a, b, client=client)

@@ -95,9 +95,10 @@ class WriterLeases:
 
     # -- acquire / renew / release -------------------------------------------------------------
 
-    def _payload(self, epoch: int, expires_at: float, released: bool = False) -> dict[str, object]:
+    def _payload(self, epoch: int, expires_at: float, released: bool = False, dirty: bool = False
+                 ) -> dict[str, object]:
         return {"kind": KIND_LEASE, "holder": self.holder, "epoch": epoch, "expires_at": expires_at,
-                "released": released}
+                "released": released, "dirty": dirty}
 
     def acquire(self, library: str) -> Lease:
         give_up = time.monotonic() + self.wait
@@ -116,7 +117,7 @@ class WriterLeases:
                 payload = self._payload(epoch + 1, now + self.ttl)
                 if self.store.put_if(library, PointData(LEASE_POINT, payload),
                                      {"holder": str(cur.get("holder")), "epoch": epoch}):
-                    took_over = not cur.get("released")
+                    took_over = not cur.get("released") or bool(cur.get("dirty"))
                     if took_over:
                         logger.warning("library %s: writer lease taken over from %s, whose lease ran out",
                                        library, cur.get("holder"))
@@ -159,24 +160,32 @@ class WriterLeases:
                 logger.error("library %s: writer lease lost to another replica", lease.library)
             return ok
 
-    def release(self, lease: Lease) -> None:
+    def release(self, lease: Lease, *, clean: bool = True) -> None:
+        """Give the lease up; ``clean=False``: the write under it failed and may have left work
+        half-done, so the next holder takes it over as from a dead one (and rolls back)."""
         with self._guard:
             self._held.pop(lease.library, None)
-        if lease.lost or self.frozen:
-            return
+        if self.expired(lease) or self.frozen:
+            return  # not this holder's to release any more: the next one takes it over
         with lease.lock:
             try:
-                self.store.put_if(lease.library, PointData(LEASE_POINT, self._payload(lease.epoch, 0.0, True)),
+                payload = self._payload(lease.epoch, 0.0, released=True, dirty=not clean)
+                self.store.put_if(lease.library, PointData(LEASE_POINT, payload),
                                   {"holder": self.holder, "epoch": lease.epoch})
             except LibraryNotFoundError:
                 pass  # the library was dropped under this lease: nothing left to release
             except Exception:  # the lease runs out by itself; the next holder rolls back
                 logger.exception("library %s: writer lease release failed", lease.library)
 
+    def expired(self, lease: Lease) -> bool:
+        """Taken over, or past its deadline by this holder's clock (then marked lost)."""
+        if not lease.lost and time.monotonic() > lease.deadline:
+            lease.lost = True
+        return lease.lost
+
     def check(self, lease: Lease) -> None:
         """Raise :class:`LeaseLostError` unless ``lease`` is still this holder's to write under."""
-        if lease.lost or time.monotonic() > lease.deadline:
-            lease.lost = True
+        if self.expired(lease):
             raise LeaseLostError(
                 f"the writer lease of library '{lease.library}' ran out or was taken over by another "
                 "replica before this write committed; nothing of it is visible. Retry the request"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -155,7 +156,7 @@ class Libraries:
         # Active version per document, per library: read by every search, so cached and
         # invalidated by every manifest write made here. ``ttl`` bounds staleness when other
         # processes write the same store (Qdrant server with several replicas).
-        self._active: dict[str, tuple[float, dict[str, int], int | None]] = {}
+        self._active: dict[str, tuple[float, dict[str, int], tuple[str, int] | None]] = {}
         #: Full manifest reads (scrolls of every entry) made by active_versions.
         self.manifest_scrolls = 0
         self.active_ttl = active_ttl
@@ -191,6 +192,7 @@ class Libraries:
                 return
             lease = self.leases.acquire(name)
             self._held[name] = lease
+            clean = False
             try:
                 self._records.pop(name, None)
                 self._active.pop(name, None)
@@ -198,9 +200,12 @@ class Libraries:
                 if lease.took_over and take_over is not None:
                     take_over(name)
                 yield
+                clean = True
             finally:
                 del self._held[name]
-                self.leases.release(lease)
+                # A write that failed may have left work half-done (its own cleanup may have
+                # failed too): released as dirty, the next holder rolls back as after a death.
+                self.leases.release(lease, clean=clean)
 
     def check_lease(self, name: str) -> None:
         """Raise :class:`~ragspine.errors.LeaseLostError` when this replica's lease of ``name``
@@ -210,8 +215,10 @@ class Libraries:
             self.leases.check(lease)
 
     def lease_lost(self, name: str) -> bool:
+        """Whether this replica's lease of ``name`` was taken over or ran out (by its own
+        clock): a writer then writes nothing more, not even a cleanup."""
         lease = self._held.get(name)
-        return lease is not None and lease.lost
+        return lease is not None and self.leases is not None and self.leases.expired(lease)
 
     @property
     def leased(self) -> bool:
@@ -297,14 +304,20 @@ class Libraries:
         manifest clock on, so every other replica re-reads it at its next check (one point
         read, not a scroll of every entry, while nothing changes). Writers hold the lock."""
         self._active.pop(name, None)
+        if self.active_ttl == float("inf"):
+            return  # one process owns the store (embedded): nobody else reads the clock
         recs = self.store.retrieve(name, [MANIFEST_CLOCK])
-        seq = int(recs[0].payload.get("seq", 0)) + 1 if recs else 1
-        self.store.upsert(name, [PointData(MANIFEST_CLOCK, {"kind": KIND_CLOCK, "seq": seq})])
+        p = recs[0].payload if recs else {}
+        # A clock made afresh gets a new epoch: a library dropped and created again under the
+        # same name counts from 1 again, and must not match another replica's cached (epoch, seq).
+        clock = {"kind": KIND_CLOCK, "epoch": p.get("epoch") or uuid.uuid4().hex, "seq": int(p.get("seq", 0)) + 1}
+        self.store.upsert(name, [PointData(MANIFEST_CLOCK, clock)])
 
-    def manifest_seq(self, name: str) -> int:
-        """The library's manifest clock: how many manifest writes it has seen (0: none yet)."""
+    def manifest_seq(self, name: str) -> tuple[str, int]:
+        """The library's manifest clock: ``(epoch, manifest writes seen)``; ``("", 0)`` before
+        the first write."""
         recs = self.store.retrieve(name, [MANIFEST_CLOCK])
-        return int(recs[0].payload.get("seq", 0)) if recs else 0
+        return (str(recs[0].payload.get("epoch", "")), int(recs[0].payload.get("seq", 0))) if recs else ("", 0)
 
     def put_doc_entry(self, name: str, entry: dict[str, Any]) -> None:
         entry = {**entry, "kind": KIND_DOC}
@@ -335,6 +348,18 @@ class Libraries:
                 f"document '{entry['doc_id']}' of library '{name}' was not committed: its staging entry was "
                 "rolled back by another writer (this replica's lease ran out). Retry the request"
             )
+
+    def update_doc_entry(self, name: str, entry: dict[str, Any], expect: dict[str, Any]) -> bool:
+        """Write ``entry`` only if the stored entry matches ``expect`` (``Store.put_if``);
+        whether it was written."""
+        entry = {**entry, "kind": KIND_DOC}
+        try:
+            ok = self.store.put_if(name, PointData(doc_point(entry["doc_id"]), entry), {**expect, "kind": KIND_DOC})
+        finally:
+            self._active.pop(name, None)
+        if ok:
+            self._changed(name)
+        return ok
 
     def delete_doc_entry(self, name: str, doc_id: str) -> None:
         try:

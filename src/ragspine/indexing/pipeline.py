@@ -289,7 +289,7 @@ class Indexer:
                 )
             if not kept:
                 # Every page was RESTRICTED: nothing of this document may be searchable.
-                if prev:
+                if prev and prev.get("active_version"):  # (else: a rolled-back write's tombstone)
                     self.delete(library, doc_id)
                 return IngestResult(
                     library, doc_id, "dropped_by_policy", None, total, 0, dropped,
@@ -335,7 +335,9 @@ class Indexer:
             classes = {p.number: normalize_sensitivity(meta.page_sensitivity.get(p.number)) or base["sensitivity"]
                        for p in kept}
 
-            # Staging entry first: a crash from here on is cleaned up on the next open.
+            # Staging entry first: a crash from here on is cleaned up on the next open (with
+            # leases: by the next lease holder).
+            self.libraries.check_lease(library)
             self.libraries.put_doc_entry(
                 library,
                 {
@@ -378,18 +380,28 @@ class Indexer:
             }
             self.libraries.commit_doc_entry(library, entry, version)  # the commit (fenced: see leases)
             self._step("committed")
-            if old_version is not None:
-                self.versions.retire(library, doc_id, old_version)
-                entry["retiring_version"] = None
-                self.libraries.put_doc_entry(library, entry)
-
-            prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
-            self.stats.add(library, fields, chunk_stats, page_stats, prev_stats)
-            if old_version is not None:
-                self.store.optimize(library)  # the old version leaves IDF statistics and disk
+            warnings: list[str] = []
+            if self.libraries.lease_lost(library):
+                # Committed, but this replica's lease ran out meanwhile: the next holder finishes
+                # the retirement and recounts the statistics (its takeover). Writing more here
+                # could land over what it has written since.
+                logger.warning("version %d committed after the writer lease ran out; the next writer "
+                               "finishes its retirement", version)
             else:
-                self.store.flush(library)
-            warnings = self.listeners.notify("document_committed", library, doc_id, version, title, fields, passages)
+                if old_version is not None:
+                    self.versions.retire(library, doc_id, old_version)  # idempotent: never reused
+                    # Conditional: the entry is still this commit's (not a later writer's).
+                    self.libraries.update_doc_entry(library, {**entry, "retiring_version": None},
+                                                    {"active_version": version, "retiring_version": old_version})
+                prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
+                self.libraries.check_lease(library)
+                self.stats.add(library, fields, chunk_stats, page_stats, prev_stats)
+                if old_version is not None:
+                    self.store.optimize(library)  # the old version leaves IDF statistics and disk
+                else:
+                    self.store.flush(library)
+                warnings = self.listeners.notify("document_committed", library, doc_id, version, title, fields,
+                                                 passages)
         logger.info(
             "indexed version %d: %d pages, %d dropped, %d passages", version, len(kept), len(dropped), n_chunks
         )

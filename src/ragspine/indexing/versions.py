@@ -36,13 +36,20 @@ class Versions:
         try:
             self.store.delete(library, Where(doc_id=doc_id, version=version))
             self.thumbs.remove_version(library, doc_id, version)
-            if prev:
-                self.libraries.put_doc_entry(library, {**prev, "staging_version": None, "max_version": version})
+            restore = ({**prev, "staging_version": None, "max_version": version} if prev
+                       else {"doc_id": doc_id, "staging_version": None, "max_version": version})
+            if self.libraries.leased:
+                # Conditional on the entry still staging this version; without a previous one,
+                # a tombstone keeps max_version (see recover).
+                self.libraries.update_doc_entry(library, restore, {"staging_version": version})
+            elif prev:
+                self.libraries.put_doc_entry(library, restore)
             else:
                 self.libraries.delete_doc_entry(library, doc_id)
             self.store.optimize(library)
         except Exception:
-            logger.exception("cleanup after a failed ingest failed; it is retried when the library opens")
+            logger.exception("cleanup after a failed ingest failed; it is retried when the library opens "
+                             "(with leases: by the next writer)")
 
     def retire(self, library: str, doc_id: str, version: int) -> None:
         self.store.delete(library, Where(doc_id=doc_id, version=version))
