@@ -662,3 +662,21 @@ def test_server_store_asks_for_a_collection_once_and_sees_a_drop_elsewhere() -> 
         assert a.has_collection("lib") is False
     finally:
         a.close()
+
+
+def test_server_store_refuses_conditional_writes_on_a_server_without_them() -> None:
+    """Qdrant before 1.17 ignores update_filter/update_mode: a conditional write there would
+    always land (two replicas would both hold a lease), so it is refused with the reason."""
+    from types import SimpleNamespace
+
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(":memory:")
+    store = ServerStore(client)
+    store.create_collection("lib", CollectionSpec())
+    client.info = lambda: SimpleNamespace(version="1.15.3")  # type: ignore[method-assign]
+    with pytest.raises(StoreError, match=r"version 1\.15\.3.*from 1\.17 on.*RAGSPINE_WRITER_LEASES=off"):
+        store.put_if("lib", PointData(pid(1), {"kind": "lease"}), None)
+    assert store.retrieve("lib", [pid(1)]) == []
+    client.info = lambda: SimpleNamespace(version="1.17.0")  # type: ignore[method-assign]
+    assert store.put_if("lib", PointData(pid(1), {"kind": "lease"}), None) is True

@@ -7,7 +7,9 @@ Collections are named ``ragspine__<library>``; sharding and replication are the 
 
 from __future__ import annotations
 
+import re
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -95,6 +97,18 @@ def _full_stage_params(oversampling: float | None) -> models.SearchParams:
     return models.SearchParams(quantization=models.QuantizationSearchParams(**full_stage_params(oversampling)))
 
 
+#: The first Qdrant server version with conditional upserts (``update_filter``, ``update_mode``).
+MIN_SERVER_FOR_CONDITIONAL = (1, 17)
+#: The payload key of :meth:`ServerStore.put_if`'s write nonce; never handed to callers.
+_NONCE = "_put"
+
+
+def _clean(payload: dict[str, Any] | None) -> dict[str, Any]:
+    out = dict(payload or {})
+    out.pop(_NONCE, None)
+    return out
+
+
 def _missing(exc: Exception) -> bool:
     """Does ``exc`` say the collection does not exist (a server's 404, the double's ValueError)?"""
     if isinstance(exc, UnexpectedResponse):
@@ -142,6 +156,7 @@ class ServerStore:
         self._known_lock = threading.Lock()
         self._api = _Api(client, self._forget)
         self._vector_names: dict[str, frozenset[str]] = {}
+        self._conditional_ok = False
         #: Calls made to Qdrant's ``collection_exists`` (the per-call overhead this removes).
         self.existence_checks = 0
 
@@ -200,9 +215,18 @@ class ServerStore:
         optimizers = None
         if spec.indexing_threshold_kb is not None:
             optimizers = models.OptimizersConfigDiff(indexing_threshold=spec.indexing_threshold_kb)
-        self.client.create_collection(
-            c, vectors_config=vectors, sparse_vectors_config=sparse, optimizers_config=optimizers
-        )
+        try:
+            self.client.create_collection(
+                c, vectors_config=vectors, sparse_vectors_config=sparse, optimizers_config=optimizers
+            )
+        except UnexpectedResponse as exc:
+            if exc.status_code == 409:  # another replica created it a moment ago
+                raise StoreError(f"library '{name}' already exists on the Qdrant server") from exc
+            raise StoreError(f"could not create library '{name}' on the Qdrant server: {exc}") from exc
+        except ValueError as exc:  # the in-process double says "already exists" this way
+            if "already exists" in str(exc):
+                raise StoreError(f"library '{name}' already exists on the Qdrant server") from exc
+            raise
         for key, schema in (
             ("kind", models.PayloadSchemaType.KEYWORD),
             ("doc_id", models.PayloadSchemaType.KEYWORD),
@@ -261,10 +285,34 @@ class ServerStore:
             raise ValueError("refusing to delete with an empty filter")
         self._api.delete(self._check(name), points_selector=models.FilterSelector(filter=flt), wait=True)
 
+    def _check_conditional_updates(self) -> None:
+        """A server older than 1.17 ignores ``update_filter``/``update_mode``: every conditional
+        write would land, and two replicas could both hold a library's lease. Refuse it."""
+        if self._conditional_ok:
+            return
+        try:
+            version = str(self.client.info().version)
+        except Exception as exc:
+            raise StoreError(f"Qdrant server unreachable: {exc}") from exc
+        nums = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+        if nums < MIN_SERVER_FOR_CONDITIONAL:
+            need = ".".join(map(str, MIN_SERVER_FOR_CONDITIONAL))
+            raise StoreError(
+                f"the Qdrant server is version {version}; several replicas need conditional updates, "
+                f"which Qdrant has from {need} on. Upgrade the server, or run one replica with "
+                "RAGSPINE_WRITER_LEASES=off"
+            )
+        self._conditional_ok = True
+
     def put_if(self, name: str, point: PointData, expect: Mapping[str, str | int] | None) -> bool:
         if point.dense or point.sparse:
             raise ValueError("put_if writes payload-only points")
-        struct = models.PointStruct(id=point.id, vector={}, payload=point.payload)
+        self._check_conditional_updates()
+        # Qdrant does not say whether the condition matched: the write carries a nonce, and it
+        # landed if the point now holds it (comparing payloads would take an identical write
+        # of another replica's for ours).
+        nonce = uuid.uuid4().hex
+        struct = models.PointStruct(id=point.id, vector={}, payload={**point.payload, _NONCE: nonce})
         c = self._check(name)
         if expect is None:
             self._api.upsert(c, points=[struct], wait=True, update_mode=models.UpdateMode.INSERT_ONLY)
@@ -274,8 +322,8 @@ class ServerStore:
             # An absent point must not be created by a conditional update: update-only.
             self._api.upsert(c, points=[struct], wait=True, update_filter=cond,
                              update_mode=models.UpdateMode.UPDATE_ONLY)
-        recs = self._api.retrieve(c, ids=[point.id], with_payload=True)
-        return bool(recs) and dict(recs[0].payload or {}) == point.payload
+        recs = self._api.retrieve(c, ids=[point.id], with_payload=models.PayloadSelectorInclude(include=[_NONCE]))
+        return bool(recs) and (recs[0].payload or {}).get(_NONCE) == nonce
 
     def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         if ids:
@@ -283,7 +331,7 @@ class ServerStore:
 
     def retrieve(self, name: str, ids: Sequence[str], *, fields: Fields = None) -> list[Record]:
         recs = self._api.retrieve(self._check(name), ids=list(ids), with_payload=_with_payload(fields))
-        return [Record(str(r.id), dict(r.payload or {})) for r in recs]
+        return [Record(str(r.id), _clean(r.payload)) for r in recs]
 
     def retrieve_vectors(self, name: str, ids: Sequence[str], field: str) -> dict[str, np.ndarray]:
         c = self._check(name)
@@ -319,7 +367,7 @@ class ServerStore:
             recs, offset = self._api.scroll(
                 c, scroll_filter=flt, limit=page, offset=offset, with_payload=with_payload
             )
-            out.extend(Record(str(r.id), dict(r.payload or {})) for r in recs)
+            out.extend(Record(str(r.id), _clean(r.payload)) for r in recs)
             if offset is None or (limit is not None and len(out) >= limit):
                 return out
 
