@@ -155,3 +155,40 @@ def test_misses_on_several_replicas_count_exactly() -> None:
         t.join()
     assert not errors
     assert [g["hit_count"] for g in logs[0].list("lib")] == [4 * 6]
+
+
+def test_a_landed_increment_built_on_by_another_replica_counts_once() -> None:
+    """Replica B's miss lands between replica A's conditional write and A's read-back of it:
+    A's write did land (B built on it), so A must not count its miss again."""
+    from qdrant_client import QdrantClient
+
+    from ragspine.catalog import Libraries
+    from ragspine.chain.gaps import gap_id
+    from ragspine.scoring.bm25 import BM25Params
+    from ragspine.store.server import ServerStore
+
+    client = QdrantClient(":memory:")
+    sa, sb = ServerStore(client), ServerStore(client)
+    la, lb = Libraries(sa, BM25Params()), Libraries(sb, BM25Params())
+    la.create("lib")
+    ga, gb = GapLog(sa, la), GapLog(sb, lb)
+    ga.record("lib", "q", [], "no_hits")
+    api, armed = sa._api, [True]
+
+    class BeforeReadBack:  # B's miss is recorded just before A reads its own write back
+        def __getattr__(self, attr: str) -> object:
+            fn = getattr(api, attr)
+            if attr != "retrieve":
+                return fn
+
+            def call(*a: object, **kw: object) -> object:
+                if kw.get("with_payload") is True and armed[0]:  # put_if's read-back
+                    armed[0] = False
+                    gb.record("lib", "q", [], "no_hits")
+                return fn(*a, **kw)
+            return call
+
+    sa._api = BeforeReadBack()  # type: ignore[assignment]
+    ga.record("lib", "q", [], "no_hits")
+    assert not armed[0]  # the interleaving happened
+    assert sa.retrieve("lib", [gap_id("q", [])])[0].payload["hit_count"] == 3

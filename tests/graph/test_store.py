@@ -272,19 +272,65 @@ def test_qdrant_a_write_that_died_before_its_commit_is_invisible_and_cleaned() -
     a, b = qdrant_graphs(client), qdrant_graphs(client)
     a.replace_sources(LIB, {"declared": declared(("a", "peer_of", "b"))})
     snap = a.snapshot(LIB)
-    real_upsert = a.store.upsert
+    real_put_if = a.store.put_if
 
-    def die_at_commit(name: str, points: list) -> None:  # the process dies before the meta write
-        if any(p.payload.get("kind") == "graph_meta" for p in points):
+    def die_at_commit(name: str, point: object, expect: object) -> bool:  # dies before the meta write
+        if point.payload.get("kind") == "graph_meta":  # type: ignore[attr-defined]
             raise SystemExit("killed")
-        real_upsert(name, points)
+        return real_put_if(name, point, expect)  # type: ignore[arg-type]
 
-    a.store.upsert = die_at_commit  # type: ignore[method-assign]
+    a.store.put_if = die_at_commit  # type: ignore[method-assign]
     with pytest.raises(SystemExit):
         a.replace_sources(LIB, {"declared": None, "meta:d": doc_meta("d")})
-    a.store.upsert = real_upsert  # type: ignore[method-assign]
+    a.store.put_if = real_put_if  # type: ignore[method-assign]
     assert b.snapshot(LIB) == snap  # rows above the committed generation are not read
     assert len(a.store.scroll(LIB, Where(kind=KIND_SRC, gen_above=1))) == 2  # left behind
     b.replace_sources(LIB, {"meta:e": doc_meta("e")})  # the next writer removes them first
     assert [n["id"] for n in reopen(b).snapshot(LIB)["nodes"]] == ["a", "b", "doc:e"]
     assert len(b.store.scroll(LIB, Where(kind=KIND_SRC))) == 2
+
+
+def test_a_source_changed_twice_in_one_write_ends_as_last_set(store: NetworkXGraphStore) -> None:
+    """Written then removed (and removed then written again) inside one write: every reader
+    sees the last state, on every backend."""
+    store.replace_sources(LIB, {"keep": declared(("k", "peer_of", "l"))})
+    with store.locked(LIB):
+        store.replace_sources(LIB, {"declared": declared(("a", "subsidiary_of", "b"))})
+        store.replace_sources(LIB, {"declared": None})
+        store.replace_sources(LIB, {"keep": None})
+        store.replace_sources(LIB, {"keep": declared(("k", "peer_of", "m"))})
+    for s in (store, reopen(store)):
+        assert s.source_keys(LIB) == ["keep"]
+        assert [(e["source"], e["target"]) for e in s.snapshot(LIB)["edges"]] == [("k", "m")]
+
+
+def test_qdrant_a_stale_writer_cannot_commit_nor_show_its_rows() -> None:
+    """A writer paused past its lease: the next holder commits the same generation while the
+    paused writer's rows are still on their way. Its commit is refused (the meta write is
+    conditional on the generation it started from), its late rows are not read (they are not
+    the committing transaction's), and the next commit sweeps them away."""
+    from ragspine.errors import LeaseLostError
+
+    client = QdrantClient(":memory:")
+    a, b = qdrant_graphs(client), qdrant_graphs(client)
+    a.replace_sources(LIB, {"declared": declared(("a", "peer_of", "b"))})
+    real_upsert, armed = a.store.upsert, [True]
+
+    def b_commits_first(name: str, points: list) -> None:  # a's rows are late
+        if armed[0] and any(p.payload.get("kind") == KIND_SRC for p in points):
+            armed[0] = False
+            b.replace_sources(LIB, {"meta:x": doc_meta("x")})
+        real_upsert(name, points)
+
+    a.store.upsert = b_commits_first  # type: ignore[method-assign]
+    with pytest.raises(LeaseLostError, match="written by another replica"):
+        a.replace_sources(LIB, {"meta:y": doc_meta("y")})
+    a.store.upsert = real_upsert  # type: ignore[method-assign]
+    assert not armed[0]
+    assert [n["id"] for n in reopen(a).snapshot(LIB)["nodes"]] == ["a", "b", "doc:x"]
+    assert [n["id"] for n in a.snapshot(LIB)["nodes"]] == ["a", "b", "doc:x"]
+    late = [r for r in a.store.scroll(LIB, Where(kind=KIND_SRC)) if r.payload.get("key") == "meta:y"]
+    assert len(late) == 1  # on disk, not in the graph
+    b.replace_sources(LIB, {"meta:z": doc_meta("z")})  # the next commit sweeps it
+    assert [r for r in a.store.scroll(LIB, Where(kind=KIND_SRC)) if r.payload.get("key") == "meta:y"] == []
+    assert [n["id"] for n in reopen(b).snapshot(LIB)["nodes"]] == ["a", "b", "doc:x", "doc:z"]

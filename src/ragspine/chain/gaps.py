@@ -31,6 +31,8 @@ KIND_GAP = "gap"
 #: Conditional writes one miss may try before it gives up counting (each lost try means
 #: another replica's increment landed: with N replicas missing together, at most N - 1 tries).
 MAX_RECORD_TRIES = 64
+#: Write ids kept on a gap point (see GapLog.record): more than the replicas that may miss at once.
+RECENT_WRITES = 32
 #: Most gaps listed at once.
 MAX_GAPS_LISTED = 1000
 _FIELDS = ("gap_id", "query", "filters", "hit_count", "first_seen", "last_seen", "reason")
@@ -61,11 +63,17 @@ class GapLog:
         # The lock counts exactly within this process; across replicas (one Qdrant, several
         # processes) each increment is a conditional write on the count it read, retried when
         # another replica's landed first (Store.put_if: Qdrant's update_filter).
+        mine = uuid.uuid4().hex
         with self._lock(library):
             for _ in range(MAX_RECORD_TRIES):
                 now = time.time()
-                recs = self.store.retrieve(library, [gid], fields=list(_FIELDS))
+                recs = self.store.retrieve(library, [gid], fields=[*_FIELDS, "writes"])
                 prev = recs[0].payload if recs else None
+                # The last writes' ids ride along: a write that landed and was then built on by
+                # another replica's is still seen as landed (put_if's read-back alone would call
+                # it lost and count the miss twice).
+                if prev and mine in (prev.get("writes") or []):
+                    return
                 payload = {
                     "kind": KIND_GAP,
                     "gap_id": gid,
@@ -75,6 +83,7 @@ class GapLog:
                     "first_seen": prev["first_seen"] if prev else now,
                     "last_seen": now,
                     "reason": reason,
+                    "writes": [*(prev.get("writes") or [] if prev else [])][-(RECENT_WRITES - 1):] + [mine],
                 }
                 expect = {"kind": KIND_GAP, "hit_count": int(prev["hit_count"])} if prev else None
                 if self.store.put_if(library, PointData(id=gid, payload=payload), expect):
