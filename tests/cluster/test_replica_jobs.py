@@ -89,3 +89,21 @@ def test_a_job_of_a_replica_that_died_reads_failed_with_the_reason(data_dir: Pat
             later.shutdown()
     finally:
         close(a, b, client=client)
+
+
+def test_a_late_heartbeat_never_turns_a_finished_job_back(data_dir: Path) -> None:
+    """A heartbeat that comes after the job finished does not write: the record keeps the
+    terminal state (else it would read "running", then "replica-lost")."""
+    client = QdrantClient(":memory:")
+    a = replica(client, data_dir)
+    a.create_library(LIB)
+    try:
+        runner = JobRunner(1, JobRecords(a.store, a.replica, heartbeat=60))
+        job = runner.submit(LIB, "x.pdf", lambda j: {"doc_id": "x"}, cleanup=lambda: None)
+        assert job.done.wait(10) and job.state == "succeeded"
+        job.state = "running"  # what a heartbeat built before the end would carry
+        runner._record(job, beat=True)
+        assert JobRecords(a.store, "other").read(job.id)["state"] == "succeeded"
+        runner.shutdown()
+    finally:
+        close(a, client=client)

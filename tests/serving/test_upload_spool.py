@@ -49,3 +49,20 @@ def test_a_restarted_replica_removes_its_own_leftovers(tmp_path: Path) -> None:
     (mine / "keep.txt").write_text("not an upload")
     assert spool_dir(root, "pod-a") == mine
     assert sorted(p.name for p in mine.iterdir()) == ["keep.txt"]
+
+
+def test_an_upload_goes_through_after_its_idle_folder_was_taken_for_dead(tmp_path: Path) -> None:
+    """Another replica may remove an idle replica's (empty, day-old) folder: the next upload
+    makes it again instead of failing."""
+    import asyncio
+    import io
+
+    from starlette.datastructures import UploadFile
+
+    from ragspine.serving.app import _spool
+
+    root = tmp_path / "uploads"
+    mine = spool_dir(root, "pod-idle")
+    mine.rmdir()  # taken for a dead replica's by another one
+    path = asyncio.run(_spool(UploadFile(io.BytesIO(b"%PDF-1.7 hello")), mine, 1 << 20))
+    assert path.parent == mine and path.read_bytes() == b"%PDF-1.7 hello"

@@ -71,7 +71,9 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         eng.store, eng.replica, heartbeat=settings.job_stale_seconds / 6, stale_after=settings.job_stale_seconds))
     metrics = Metrics()
     auth = Auth(settings.api_key_map())
-    upload_dir = spool_dir(Path(settings.data_dir) / "uploads", eng.replica)
+    # One process owns an embedded store's data dir: every leftover upload there is a crash's.
+    upload_dir = spool_dir(Path(settings.data_dir) / "uploads", eng.replica,
+                           stale_after=STALE_SPOOL_SECONDS if eng.libraries.leased else 0.0)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -370,6 +372,7 @@ def spool_dir(root: Path, replica: str, *, stale_after: float = STALE_SPOOL_SECO
 
 async def _spool(file: UploadFile, folder: Path, limit: int) -> Path:
     """Copy the upload to a private temp file, refusing it as soon as it passes ``limit``."""
+    folder.mkdir(parents=True, exist_ok=True)  # another replica may have taken an idle one for dead
     fd, name = tempfile.mkstemp(dir=folder, suffix=".pdf.part")
     path = Path(name)
     size = 0

@@ -156,20 +156,26 @@ class JobRunner:
         self._lock = threading.Lock()
         self.records = records
         self._stop = threading.Event()
+        self._written: dict[str, float] = {}
+        self._write_lock = threading.Lock()
         self._beat: threading.Thread | None = None
         if records is not None:
             self._beat = threading.Thread(target=self._heartbeat, name="ragspine-jobs", daemon=True)
             self._beat.start()
-        self._written: dict[str, float] = {}
 
-    def _record(self, job: Job, *, throttle: bool = False) -> None:
+    def _record(self, job: Job, *, throttle: bool = False, beat: bool = False) -> None:
         if self.records is None:
             return
-        now = time.monotonic()
-        if throttle and now - self._written.get(job.id, 0.0) < 1.0:
-            return
-        self._written[job.id] = now
-        self.records.write(job)
+        # One writer at a time: a heartbeat built before the terminal state must not land after
+        # it (the job would read "running", then "replica-lost").
+        with self._write_lock:
+            if beat and job.finished_at is not None:
+                return
+            now = time.monotonic()
+            if throttle and now - self._written.get(job.id, 0.0) < 1.0:
+                return
+            self._written[job.id] = now
+            self.records.write(job)
 
     def progress(self, job: Job) -> None:
         """The job's progress changed: its record follows, at most once a second."""
@@ -181,7 +187,7 @@ class JobRunner:
             with self._lock:
                 live = [j for j in self._jobs.values() if j.finished_at is None]
             for j in live:
-                self._record(j)
+                self._record(j, beat=True)
 
     def submit(self, library: str, filename: str | None, work: Callable[[Job], dict[str, Any]],
                cleanup: Callable[[], None]) -> Job:
