@@ -519,10 +519,10 @@ def write_store_only(eng: Any, lib: str, workload: Workload, n: int, pages_per_p
                      seed: int, timers: Timers, progress: Callable[[int], None]) -> dict[str, int]:
     """Write ``n`` pages as live documents through the store API (what the pipeline writes for
     a page, without PDFs, rendering or thumbnails). Returns doc_id -> version."""
-    from ragspine.catalog import LengthStats, library_models
+    from ragspine.catalog import library_models
     from ragspine.indexing.bm25_stats import UPSERT_BATCH
     from ragspine.indexing.pdf import PageContent, TextBlock
-    from ragspine.indexing.points import page_passages, page_points
+    from ragspine.indexing.points import length_stats, page_passages, page_points
     from ragspine.models.base import EncodedPage
     from ragspine.store.base import SPARSE_CHUNK, SPARSE_PAGE
 
@@ -538,12 +538,7 @@ def write_store_only(eng: Any, lib: str, workload: Workload, n: int, pages_per_p
             text = page_text(rng, j, p + 1)
             blocks = [TextBlock(text, (72.0, 140.0, 523.0, 340.0), 0, len(text))]
             pps.append(page_passages(PageContent(p + 1, 595.0, 842.0, text, blocks), s.chunk_chars, s.chunk_overlap))
-        chunk_stats, page_stats = LengthStats(), LengthStats()
-        for pp in pps:
-            chunk_stats.tokens += sum(len(t) for t in pp.passage_tokens)
-            chunk_stats.count += len(pp.passage_tokens)
-            page_stats.tokens += len(pp.page_tokens)
-            page_stats.count += 1
+        chunk_stats, page_stats = length_stats(pps)
         rec = eng.libraries.get(lib)
         avg = (eng.indexer.stats.basis(rec.stats.get(SPARSE_CHUNK), chunk_stats),
                eng.indexer.stats.basis(rec.stats.get(SPARSE_PAGE), page_stats))

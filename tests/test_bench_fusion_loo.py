@@ -3,22 +3,9 @@ nDCG@10 tables worked out by hand (scores are multiples of 1/16, so every mean i
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-from types import ModuleType
+from bench_kit import load_bench
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "fusion_loo.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fusion_loo", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-fl = _load()
+fl = load_bench("fusion_loo")
 
 DEFAULT = (1.0, 2.0)  # the old defaults
 HALF = (0.5, 1.0)  # a multiple of the defaults: RRF ranks it the same, so it scores the same

@@ -4,32 +4,20 @@ the fast path finds it all when the prefetch covers the whole library (40 pages 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
+from bench_kit import load_bench
 from ragspine.scoring.multivector import maxsim
 
 # The page-model path renders PIL images: Pillow comes with the gpu extra (which `make test`
 # requires; see tests/conftest.py).
 pytest.importorskip("PIL")
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "scale.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_scale", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sc = _load()
+sc = load_bench("scale")
 
 N, QUERIES, PER_PDF = 40, 3, 10
 TINY = {"page_render_dpi": 36, "thumbnail_dpi": 36}  # small renders: the vectors ignore them anyway

@@ -333,16 +333,22 @@ class NetworkXGraphStore:
 
     # -- writes -------------------------------------------------------------------------------
 
+    @staticmethod
+    @contextmanager
+    def _nested(lib: _Lib) -> Iterator[None]:
+        lib.txn_depth += 1
+        try:
+            yield
+        finally:
+            lib.txn_depth -= 1
+
     @contextmanager
     def locked(self, library: str) -> Iterator[None]:
         lib = self._lib(library)
         with lib.lock:
-            if lib.txn_depth:
-                lib.txn_depth += 1
-                try:
+            if lib.txn_depth:  # nested in this thread's write: part of it
+                with self._nested(lib):
                     yield
-                finally:
-                    lib.txn_depth -= 1
                 return
             conn = self._connect(lib, create=True)
             assert conn is not None
@@ -369,20 +375,31 @@ class NetworkXGraphStore:
     def exists(self, library: str) -> bool:
         return (self.root / library / DB_NAME).is_file()
 
+    @staticmethod
+    def _changes(lib: _Lib, changes: Mapping[str, Contribution | None]
+                 ) -> Iterator[tuple[str, Contribution | None, str | None, str]]:
+        """The changes that change something, in key order, as ``(key, new, its JSON, digest)``;
+        the first one opens the write's generation (``lib.txn_gen``). Unchanged sources make no
+        write and no new generation."""
+        mem = lib.mem
+        assert mem is not None
+        for key in sorted(changes):
+            new = changes[key]
+            current = mem.sources.get(key)
+            data = None if new is None else json.dumps(new.to_json(), ensure_ascii=False, separators=(",", ":"))
+            digest = "" if data is None else _digest(data)
+            if (current is None and new is None) or (current is not None and current[0] == digest):
+                continue
+            if lib.txn_gen is None:
+                lib.txn_gen = lib.gen + 1
+            yield key, new, data, digest
+
     def replace_sources(self, library: str, changes: Mapping[str, Contribution | None]) -> None:
         lib = self._lib(library)
         with self.locked(library), _gc_paused():
             mem, conn = lib.mem, lib.conn
             assert mem is not None and conn is not None
-            for key in sorted(changes):
-                new = changes[key]
-                current = mem.sources.get(key)
-                data = None if new is None else json.dumps(new.to_json(), ensure_ascii=False, separators=(",", ":"))
-                digest = "" if data is None else _digest(data)
-                if (current is None and new is None) or (current is not None and current[0] == digest):
-                    continue  # unchanged: no write, no new generation
-                if lib.txn_gen is None:
-                    lib.txn_gen = lib.gen + 1
+            for key, new, data, digest in self._changes(lib, changes):
                 if data is None:
                     conn.execute("DELETE FROM sources WHERE key = ?", (key,))
                     conn.execute("INSERT OR REPLACE INTO tombstones (key, gen) VALUES (?, ?)",

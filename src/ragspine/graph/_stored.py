@@ -143,12 +143,9 @@ class StoredGraphStore(NetworkXGraphStore):
     def locked(self, library: str) -> Iterator[None]:
         lib = self._lib(library)
         with self.libraries.lock(library), lib.lock:
-            if lib.txn_depth:
-                lib.txn_depth += 1
-                try:
+            if lib.txn_depth:  # nested in this thread's write: part of it
+                with self._nested(lib):
                     yield
-                finally:
-                    lib.txn_depth -= 1
                 return
             self._catch_up_store(library, lib)
             if lib.epoch is None:  # the library's first graph write
@@ -211,15 +208,8 @@ class StoredGraphStore(NetworkXGraphStore):
             written: dict[str, str] = lib.txn_rows  # type: ignore[attr-defined]
             points: list[PointData] = []
             replaced: list[str] = []  # rows this same write put before: never committed, go now
-            for key in sorted(changes):
-                new = changes[key]
-                current = mem.sources.get(key)
-                data = None if new is None else json.dumps(new.to_json(), ensure_ascii=False, separators=(",", ":"))
-                digest = "" if data is None else _digest(data)
-                if (current is None and new is None) or (current is not None and current[0] == digest):
-                    continue  # unchanged: no write, no new generation
-                if lib.txn_gen is None:
-                    lib.txn_gen = lib.gen + 1
+            for key, new, data, digest in self._changes(lib, changes):
+                assert lib.txn_gen is not None
                 gen, txn = lib.txn_gen, lib.txn_id  # type: ignore[attr-defined]
                 committed_row = rows.get(key)
                 if committed_row is not None and committed_row not in written.values():

@@ -32,7 +32,7 @@ from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
 from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
 from ragspine.indexing.pdf import ParsedPDF, open_pdf
-from ragspine.indexing.points import PagePassages, page_passages, page_points
+from ragspine.indexing.points import PagePassages, length_stats, page_passages, page_points
 from ragspine.indexing.render import PageRenderer, RenderProcesses
 from ragspine.indexing.textpage import text_page
 from ragspine.indexing.thumbnails import Thumbnails
@@ -428,12 +428,7 @@ class Indexer:
         doc_id = base["doc_id"]
         # Tokenise first: BM25 weights need the average length, which this document changes.
         per_page = [page_passages(page, s.chunk_chars, s.chunk_overlap) for page in parsed.pages]
-        chunk_stats, page_stats = LengthStats(), LengthStats()
-        for pp in per_page:
-            chunk_stats.tokens += sum(len(t) for t in pp.passage_tokens)
-            chunk_stats.count += len(pp.passage_tokens)
-            page_stats.tokens += len(pp.page_tokens)
-            page_stats.count += 1
+        chunk_stats, page_stats = length_stats(per_page)
 
         avg_c = self.stats.basis(rec_stats.get(SPARSE_CHUNK), chunk_stats)
         avg_p = self.stats.basis(rec_stats.get(SPARSE_PAGE), page_stats)

@@ -4,13 +4,21 @@ points with their payloads and vectors."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ragspine.catalog import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, LibraryModels, point_id, pooled_vectors
+from ragspine.catalog import (
+    DENSE_CHUNK,
+    PAGE_FULL,
+    PAGE_POOLED,
+    LengthStats,
+    LibraryModels,
+    point_id,
+    pooled_vectors,
+)
 from ragspine.indexing.chunking import chunk_spans
 from ragspine.indexing.pdf import BBox, PageContent
 from ragspine.policy import CLASSIFICATION
@@ -107,3 +115,14 @@ def page_points(
     sparse = {SPARSE_PAGE: document_vector(pp.page_tokens, avgdl[1], bm25)} if pp.page_tokens else {}
     points.append(PointData(point_id(doc_id, version, page.number, "page"), payload, sparse, vectors))
     return points, passages
+
+
+def length_stats(per_page: Iterable[PagePassages]) -> tuple[LengthStats, LengthStats]:
+    """BM25 length statistics of a document's pages: (passages, whole pages)."""
+    chunk_stats, page_stats = LengthStats(), LengthStats()
+    for pp in per_page:
+        chunk_stats.tokens += sum(len(t) for t in pp.passage_tokens)
+        chunk_stats.count += len(pp.passage_tokens)
+        page_stats.tokens += len(pp.page_tokens)
+        page_stats.count += 1
+    return chunk_stats, page_stats
