@@ -193,3 +193,28 @@ def test_a_landed_increment_built_on_by_another_replica_counts_once() -> None:
     ga.record("lib", "q", [], "no_hits")
     assert not armed[0]  # the interleaving happened
     assert sa.retrieve("lib", [gap_id("q", [])])[0].payload["hit_count"] == 3
+
+
+def test_a_miss_that_never_wins_its_write_gives_up_with_a_warning(lib: Engine, caplog: pytest.LogCaptureFixture) -> None:
+    """A conditional write that loses every try (other writers always first) stops after
+    MAX_RECORD_TRIES with a warning instead of looping forever; the search is not failed."""
+    from ragspine.chain.gaps import MAX_RECORD_TRIES
+
+    class AlwaysBeaten:
+        def __init__(self, store: object) -> None:
+            self._store, self.tries = store, 0
+
+        def put_if(self, *a: object, **kw: object) -> bool:
+            self.tries += 1
+            return False
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._store, name)
+
+    store = AlwaysBeaten(lib.store)
+    log = GapLog(store, lib.libraries)  # type: ignore[arg-type]
+    with caplog.at_level("WARNING", logger="ragspine.chain.gaps"):
+        log.record("lib", "contested", [], "no_hits")
+    assert store.tries == MAX_RECORD_TRIES
+    assert "was not counted" in caplog.text
+    assert lib.gaps.list("lib") == []

@@ -66,13 +66,13 @@ def test_a_job_of_a_replica_that_died_reads_failed_with_the_reason(data_dir: Pat
     a.create_library(LIB)
     try:
         gone = threading.Event()
-        runner = JobRunner(1, JobRecords(a.store, a.replica, heartbeat=0.1, stale_after=0.5))
+        runner = JobRunner(1, JobRecords(a.store, a.replica, heartbeat=0.1, stale_after=1.0))
         job = runner.submit(LIB, "x.pdf", lambda j: (gone.wait(10), {})[1], cleanup=lambda: None)
-        reader = JobRecords(b.store, b.replica, stale_after=0.5)
-        time.sleep(0.7)
+        reader = JobRecords(b.store, b.replica, stale_after=1.0)
+        time.sleep(1.3)  # longer than stale_after: only the heartbeats keep the job alive
         assert reader.read(job.id)["state"] == "running"  # A is alive: its heartbeat is fresh
         runner._stop.set()  # A dies: no more heartbeats
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 15
         while reader.read(job.id)["state"] == "running":
             assert time.monotonic() < deadline
             time.sleep(0.05)

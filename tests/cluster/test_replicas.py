@@ -116,12 +116,13 @@ def test_a_dead_writer_is_rolled_back_by_the_next_owner_only(data_dir: Path) -> 
     a.create_library(LIB)
     try:
         b.ingest(LIB, report(2, "bravo"), {"doc_id": "keep"})
-        wake = threading.Event()
+        wake, paused = threading.Event(), threading.Event()
         a_result: list[BaseException | Any] = []
 
         def at_step(step: str) -> None:
             if step == "written":
                 a.leases.frozen = True  # the process is gone: nothing renews or releases
+                paused.set()
                 wake.wait(30)
 
         def a_ingests() -> None:
@@ -133,7 +134,7 @@ def test_a_dead_writer_is_rolled_back_by_the_next_owner_only(data_dir: Path) -> 
         a.indexer.step_hook = at_step
         ta = threading.Thread(target=a_ingests)
         ta.start()
-        time.sleep(0.3)
+        assert paused.wait(30)
         staged = [p for p in a.store.scroll(LIB, Where(doc_id="dead")) if p.payload.get("kind") == KIND_PAGE]
         assert len(staged) == 8  # A's pages are in the store, staged
         t0 = time.monotonic()
@@ -227,11 +228,12 @@ def test_a_writer_past_its_lease_writes_nothing_over_the_next_holder(data_dir: P
     a.create_library(LIB)
     try:
         b.ingest(LIB, report(2, "bravo"), {"doc_id": "same"})  # version 1
-        wake = threading.Event()
+        wake, paused = threading.Event(), threading.Event()
 
         def at_step(step: str) -> None:
             if step == pause_at:
                 a.leases.frozen = True
+                paused.set()
                 wake.wait(30)
                 if pause_at == "written":
                     raise RuntimeError("Qdrant timed out")  # an ordinary error, not a lost lease
@@ -247,7 +249,7 @@ def test_a_writer_past_its_lease_writes_nothing_over_the_next_holder(data_dir: P
 
         t = threading.Thread(target=a_ingests)
         t.start()
-        time.sleep(0.3)
+        assert paused.wait(30)
         assert b.ingest(LIB, report(3, "charlie"), {"doc_id": "same"}).version == 3
         wake.set()
         t.join(30)
@@ -258,3 +260,24 @@ def test_a_writer_past_its_lease_writes_nothing_over_the_next_holder(data_dir: P
         readable(b, "same", "charlie", 3)
     finally:
         close(a, b, client=client)
+
+
+def test_a_failed_write_whose_cleanup_failed_is_rolled_back_by_the_next_writer(cluster: tuple[Engine, Engine]) -> None:
+    """A's write fails after staging its pages and its own cleanup fails too: it releases the
+    lease dirty, so B's next write takes it over and rolls A's leftovers back."""
+    a, b = cluster
+
+    def fail(step: str) -> None:
+        if step == "written":
+            raise RuntimeError("disk full")
+
+    a.indexer.step_hook = fail
+    a.indexer.versions.abort = lambda *args: None  # type: ignore[method-assign]  # cleanup fails
+    with pytest.raises(RuntimeError, match="disk full"):
+        a.ingest(LIB, report(5, "alpha"), {"doc_id": "failed"})
+    lease = a.store.retrieve(LIB, [LEASE_POINT])[0].payload
+    assert lease["released"] is True and lease["dirty"] is True
+    assert len([p for p in a.store.scroll(LIB, Where(doc_id="failed")) if p.payload.get("kind") == KIND_PAGE]) == 5
+    b.ingest(LIB, report(2, "bravo"), {"doc_id": "ok"})
+    assert_consistent(b, {"ok": 2})  # A's staged pages are gone
+    assert b.store.retrieve(LIB, [LEASE_POINT])[0].payload["dirty"] is False

@@ -66,3 +66,15 @@ def test_an_upload_goes_through_after_its_idle_folder_was_taken_for_dead(tmp_pat
     mine.rmdir()  # taken for a dead replica's by another one
     path = asyncio.run(_spool(UploadFile(io.BytesIO(b"%PDF-1.7 hello")), mine, 1 << 20))
     assert path.parent == mine and path.read_bytes() == b"%PDF-1.7 hello"
+
+
+def test_hostile_replica_names_stay_one_folder_inside_the_spool(tmp_path: Path) -> None:
+    from ragspine.catalog.leases import replica_id
+
+    root = tmp_path / "uploads"
+    for name in ("../../etc", "/abs/path", "..", ".", "a\x00b\nc", "x" * 5000, "名前 pod", ""):
+        rid = replica_id(name)
+        assert "/" not in rid and rid not in (".", "..") and len(rid) <= 90, rid
+        folder = spool_dir(root, rid)
+        assert folder.parent == root and folder.is_dir()
+    assert replica_id("pod-7") != replica_id("pod-7")  # a new name each process start

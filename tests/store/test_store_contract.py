@@ -680,3 +680,21 @@ def test_server_store_refuses_conditional_writes_on_a_server_without_them() -> N
     assert store.retrieve("lib", [pid(1)]) == []
     client.info = lambda: SimpleNamespace(version="1.17.0")  # type: ignore[method-assign]
     assert store.put_if("lib", PointData(pid(1), {"kind": "lease"}), None) is True
+
+
+def test_server_store_turns_a_lost_create_race_and_a_dead_server_into_store_errors(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two replicas create one collection at once: the loser gets a StoreError (not a raw
+    client error). A server gone after a collection was seen: calls say unreachable."""
+    store = ServerStore.from_url(":memory:")
+    store.create_collection("lib", CollectionSpec())
+    monkeypatch.setattr(store, "_exists", lambda c: False)  # the other replica's create not yet seen
+    with pytest.raises(StoreError, match="already exists"):
+        store.create_collection("lib", CollectionSpec())
+    store.close()
+
+    dead = ServerStore.from_url("http://127.0.0.1:9")  # nothing listens on the discard port
+    dead._known.add("ragspine__lib")  # seen before the server went away: no existence check
+    with pytest.raises(StoreError, match="unreachable"):
+        dead.retrieve("lib", [pid(1)])
+    dead.close()
