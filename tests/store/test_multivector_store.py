@@ -469,3 +469,53 @@ def test_float16_full_vectors_score_as_their_float16_values(store: Store) -> Non
 def test_datatype_is_checked() -> None:
     with pytest.raises(ValueError, match="datatype must be one of"):
         DenseField(FULL, D, multivector=True, datatype="int4")  # type: ignore[arg-type]
+
+
+# -- MUVERA first stage: one vector per page, scored by inner product ------------------------------
+
+FDE = "page_fde"
+
+
+def test_muvera_first_stage_hands_its_inner_product_top_to_exact_maxsim(store: Store) -> None:
+    """The single-vector first stage ranks by the raw inner product of the encodings (a page
+    encoding scaled up moves up; a cosine field would not see it) and exact MaxSim reranks only
+    its top ``max(prefetch_limit, limit + TIE_OVERFETCH)``."""
+    from ragspine.scoring.muvera import Muvera, MuveraParams
+
+    rng = np.random.default_rng(11)
+    n, limit = 60, 5
+    topics, pages = topic_corpus(rng, n)
+    q = unit(rng.normal(size=(3, D)) * 0.3 + topics[7])
+    enc = Muvera(MuveraParams(dim=D, k_sim=3, dim_proj=4, r_reps=4))
+    fdes = np.stack([enc.document(p) for p in pages])  # (n, 128)
+    qf = enc.query(q)
+    n_candidates = limit + TIE_OVERFETCH
+    fdes[7] = -fdes[7]  # the best page by MaxSim, hidden from the first stage
+    before = fdes @ qf
+    # The best page by MaxSim among those outside the first stage's top with a positive inner
+    # product, its encoding made 25x longer: in the top by inner product, unmoved by cosine.
+    exact = maxsim_many(q, pages)
+    outside = [int(i) for i in np.argsort(-before, kind="stable")[n_candidates:] if before[i] > 0 and i != 7]
+    long = max(outside, key=lambda i: exact[i])
+    fdes[long] *= 25.0
+    store.create_collection("lib", CollectionSpec(dense=(
+        DenseField(FULL, D, multivector=True, hnsw=False),
+        DenseField(FDE, fdes.shape[1], distance="dot"),
+    )))
+    store.upsert("lib", [PointData(pid(i), {"kind": KIND_PAGE, "doc_id": "d", "page": i + 1},
+                                   dense={FULL: p.tolist(), FDE: fdes[i].tolist()})
+                         for i, p in enumerate(pages)])
+    exhaustive = store.search_multivector("lib", q.tolist(), Where(), limit, full_field=FULL)
+    assert ranking(exhaustive)[0] == pid(7)
+    hits = store.search_multivector("lib", q.tolist(), Where(), limit, full_field=FULL, pooled_field=FDE,
+                                    prefetch_query=qf.tolist(), prefetch_limit=limit)
+    by_dot = [int(i) for i in np.argsort(-(fdes @ qf), kind="stable")[:n_candidates]]
+    assert long in by_dot and 7 not in by_dot
+    assert ranking(hits) == expected(q, pages, by_dot)[:limit]
+    assert pid(long) in ranking(hits)
+    want = maxsim_many(q, pages)
+    for h in hits:  # scores are exact MaxSim on the full vectors
+        assert h.score == pytest.approx(want[int(uuid.UUID(h.id)) - 1], abs=1e-4)
+    with pytest.raises(ValueError, match="NaN"):
+        store.search_multivector("lib", q.tolist(), Where(), limit, full_field=FULL, pooled_field=FDE,
+                                 prefetch_query=[float("nan")] * fdes.shape[1])

@@ -13,6 +13,7 @@ Stores know nothing of PDFs or BM25; they move points and run the engine's searc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -76,6 +77,14 @@ class DenseField:
     hnsw_ef_construct: int | None = None
     #: Storage type of the original vectors (see :data:`Datatype`).
     datatype: Datatype = "float32"
+    #: Similarity: ``None`` = dot product for a multivector (MaxSim), cosine for one vector;
+    #: ``"dot"`` for a single vector whose length carries meaning (a MUVERA page encoding).
+    distance: Literal["cosine", "dot"] | None = None
+
+    @property
+    def dot(self) -> bool:
+        """Scored by plain inner products (the store does not normalise the vectors)."""
+        return self.multivector or self.distance == "dot"
 
     def __post_init__(self) -> None:
         if self.size < 1:
@@ -83,6 +92,8 @@ class DenseField:
         if self.datatype not in DATATYPES:
             raise ValueError(f"dense field '{self.name}': datatype must be one of {DATATYPES}, "
                              f"got {self.datatype!r}")
+        if self.distance not in (None, "cosine", "dot"):
+            raise ValueError(f"dense field '{self.name}': distance must be 'cosine' or 'dot', got {self.distance!r}")
         if self.quantization is not None and self.quantization not in QUANTIZATIONS:
             raise ValueError(
                 f"dense field '{self.name}': quantization must be one of {QUANTIZATIONS} or None, "
@@ -163,6 +174,16 @@ def stored_vector(field: str, value: Any) -> np.ndarray:
     if arr.ndim not in (1, 2):
         raise ValueError(f"vector field '{field}': unexpected shape {arr.shape}")
     return arr
+
+
+def check_query_vector(query: Sequence[float]) -> list[float]:
+    """One query vector as a list of floats; a clear error for an empty or non-finite one."""
+    v = [float(x) for x in query]
+    if not v:
+        raise ValueError("query vector is empty")
+    if not all(math.isfinite(x) for x in v):
+        raise ValueError("query vector has a NaN or infinite component")
+    return v
 
 
 def check_query_multivector(query: Sequence[Sequence[float]]) -> list[list[float]]:
@@ -313,6 +334,7 @@ class Store(Protocol):
         *,
         full_field: str,
         pooled_field: str | None = None,
+        prefetch_query: Sequence[float] | None = None,
         prefetch_limit: int = DEFAULT_PREFETCH_LIMIT,
         hnsw_ef: int | None = None,
         oversampling: float | None = None,
@@ -322,7 +344,9 @@ class Store(Protocol):
 
         With ``pooled_field``: ``prefetch_limit`` candidates by MaxSim on the pooled vectors
         (HNSW, beam ``hnsw_ef`` when given), then MaxSim on the full vectors of those
-        candidates. Without: exhaustive MaxSim over the full field.
+        candidates. With ``prefetch_query`` too, ``pooled_field`` is a single-vector field (a
+        page's MUVERA encoding) and the candidates are its nearest to that one vector (the
+        query's encoding). Without ``pooled_field``: exhaustive MaxSim over the full field.
 
         A quantized full field: with ``oversampling=None`` (default) the quantized copy is not
         used and the ranking is exact MaxSim; with a number, ``limit * oversampling`` candidates

@@ -33,6 +33,7 @@ from ragspine.store.base import (
     Record,
     Where,
     check_query_multivector,
+    check_query_vector,
     payload_fields,
     sort_hits,
     stored_vector,
@@ -143,7 +144,7 @@ class EdgeStore:
             for f in spec.dense:
                 vectors[f.name] = qe.EdgeVectorParams(
                     size=f.size,
-                    distance=qe.Distance.Dot if f.multivector else qe.Distance.Cosine,
+                    distance=qe.Distance.Dot if f.dot else qe.Distance.Cosine,
                     multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
                     if f.multivector
                     else None,
@@ -384,6 +385,7 @@ class EdgeStore:
         *,
         full_field: str,
         pooled_field: str | None = None,
+        prefetch_query: Sequence[float] | None = None,
         prefetch_limit: int = DEFAULT_PREFETCH_LIMIT,
         hnsw_ef: int | None = None,
         oversampling: float | None = None,
@@ -405,7 +407,8 @@ class EdgeStore:
         else:
             pre = qe.Prefetch(
                 limit=max(prefetch_limit, fetch),
-                query=qe.Query.Nearest(q, using=pooled_field),
+                query=qe.Query.Nearest(check_query_vector(prefetch_query) if prefetch_query is not None else q,
+                                       using=pooled_field),
                 filter=flt,
                 params=qe.SearchParams(
                     hnsw_ef=hnsw_ef, quantization=qe.QuantizationSearchParams(rescore=True)

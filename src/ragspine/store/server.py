@@ -32,6 +32,7 @@ from ragspine.store.base import (
     Record,
     Where,
     check_query_multivector,
+    check_query_vector,
     payload_fields,
     sort_hits,
     stored_vector,
@@ -199,7 +200,7 @@ class ServerStore:
         vectors = {
             f.name: models.VectorParams(
                 size=f.size,
-                distance=models.Distance.DOT if f.multivector else models.Distance.COSINE,
+                distance=models.Distance.DOT if f.dot else models.Distance.COSINE,
                 multivector_config=models.MultiVectorConfig(
                     comparator=models.MultiVectorComparator.MAX_SIM
                 )
@@ -431,6 +432,7 @@ class ServerStore:
         *,
         full_field: str,
         pooled_field: str | None = None,
+        prefetch_query: Sequence[float] | None = None,
         prefetch_limit: int = DEFAULT_PREFETCH_LIMIT,
         hnsw_ef: int | None = None,
         oversampling: float | None = None,
@@ -444,7 +446,7 @@ class ServerStore:
         prefetch = None
         if pooled_field is not None:
             prefetch = models.Prefetch(
-                query=q,
+                query=check_query_vector(prefetch_query) if prefetch_query is not None else q,
                 using=pooled_field,
                 filter=flt,
                 limit=max(prefetch_limit, fetch),
