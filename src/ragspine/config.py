@@ -23,6 +23,11 @@ DEFAULT_BM25_PAGE_WEIGHT = 1.5
 #: The passage channel's weight when a dense or visual channel ranks beside it; with BM25 alone
 #: it ranks nothing (weight 0) by default and only finds each page's best passage to cite.
 DEFAULT_BM25_CHUNK_WEIGHT = 1.0
+#: Candidates of the visual first stage by default (bench/scale.py, 20,000 pages, 2 cores):
+#: MUVERA's HNSW hands 100 pages to exact MaxSim (~40 ms; 200 cost ~65 ms), a pooled
+#: multivector scan 200 (its recall needs them).
+DEFAULT_PREFETCH_MUVERA = 100
+DEFAULT_PREFETCH_POOLED = 200
 #: RRF weights of the visual and dense channels (see Settings.visual_weight / dense_weight).
 DEFAULT_VISUAL_WEIGHT = 3.0
 #: Dense 0.75 against BM25 passage 1 + page 1.5 (all-MiniLM-L6-v2, bench/fusion_loo.py): the
@@ -165,11 +170,13 @@ class Settings(BaseSettings):
     render_workers: int = Field(default=0, ge=0, le=64)
     #: Resolution pages are rendered at for the page model (its processor resizes further).
     page_render_dpi: int = Field(default=96, ge=18, le=300)
-    #: How the prefetch copy of a page multivector is pooled: ``rowcol`` (row and column means
-    #: of the patch grid, ~64 vectors, cheap), ``hierarchical`` (Ward clustering,
-    #: ``ceil(n / page_pool_factor)`` vectors, ~0.15 s of CPU per page) or ``none`` (no prefetch:
-    #: exhaustive MaxSim over the full vectors).
-    page_pooling: Literal["rowcol", "hierarchical", "none"] = "rowcol"
+    #: The first stage of visual search, the copy of each page that finds the candidates exact
+    #: MaxSim reranks: ``muvera`` (one 10,240-dim MUVERA encoding per page in an HNSW index:
+    #: its cost does not grow with the library; see docs/visual-scale.md), ``rowcol`` (row and
+    #: column means of the patch grid, ~70 vectors, scanned with MaxSim), ``hierarchical`` (Ward
+    #: clustering, ``ceil(n / page_pool_factor)`` vectors, ~0.15 s of CPU per page) or ``none``
+    #: (no first stage: exhaustive MaxSim over the full vectors). Fixed per library at creation.
+    page_pooling: Literal["muvera", "rowcol", "hierarchical", "none"] = "muvera"
     page_pool_factor: int = Field(default=32, ge=2, le=1024)
     #: Quantization of the full page multivectors (``scalar`` int8 or ``binary``), rescored
     #: with the originals; unset = none.
@@ -179,8 +186,11 @@ class Settings(BaseSettings):
     #: moves MaxSim in the 4th digit; ``float32`` keeps them exact. A library keeps the type it
     #: was created with.
     page_vector_dtype: Literal["float16", "float32"] = "float16"
-    #: Pages the pooled prefetch hands to exact MaxSim on the full multivectors.
-    prefetch_limit: int = Field(default=200, ge=10, le=10_000)
+    #: Pages the first stage hands to exact MaxSim on the full multivectors (~0.3 ms each on
+    #: 2 cores); the visual channel ranks at most these (and at least what the answer needs:
+    #: top_k, rerank depth). Unset = auto: 100 for a MUVERA first stage, 200 for a pooled one
+    #: (docs/visual-scale.md has the recall and latency of each).
+    prefetch_limit: int | None = Field(default=None, ge=10, le=10_000)
     #: Dense text model over passages (sentence-transformers id or folder; ``all-MiniLM-L6-v2``
     #: comes from its PyPI package offline). Unset = no dense channel.
     dense_model: str | None = None
@@ -287,6 +297,12 @@ class Settings(BaseSettings):
         if self.bm25_chunk_weight == 0 and self.bm25_page_weight == 0:
             raise ValueError("bm25_chunk_weight and bm25_page_weight cannot both be 0")
         return self
+
+    def prefetch_for(self, first_stage: str | None) -> int:
+        """``prefetch_limit`` when set, else the default of a library's first stage."""
+        if self.prefetch_limit is not None:
+            return self.prefetch_limit
+        return DEFAULT_PREFETCH_MUVERA if first_stage == "muvera" else DEFAULT_PREFETCH_POOLED
 
     def passage_weight(self, alone: bool) -> float:
         """The BM25 passage channel's RRF weight for one search: ``bm25_chunk_weight`` when set,

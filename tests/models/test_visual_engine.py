@@ -24,7 +24,7 @@ from models_kit import PAGE_FAMILIES, needs_gpu_extra, np_maxsim
 from ragspine.config import Settings
 from ragspine.engine import Engine
 from ragspine.errors import ModelMismatchError, NotFoundError, ServiceUnavailableError
-from ragspine.catalog import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, point_id
+from ragspine.catalog import DENSE_CHUNK, PAGE_FDE, PAGE_FULL, PAGE_POOLED, point_id
 from ragspine.indexing.pdf import render_page_image
 from ragspine.models import load_dense_encoder, load_page_encoder, load_reranker
 from ragspine.models.modelset import ModelSet
@@ -41,6 +41,13 @@ PAGES = [
     "Figure 3: market share of mobile operators; Table 2 lists the survey questions.",
 ]
 DPI = 36  # small renders: tiny models, fast tests
+
+
+def _reference_fde(vectors: np.ndarray) -> np.ndarray:
+    """A page's MUVERA encoding by fastembed itself, with its default parameters and seed."""
+    from fastembed.postprocess import Muvera
+
+    return Muvera(dim=vectors.shape[1]).process_document(vectors)
 
 
 def _settings(data_dir: Path, **kw: Any) -> Settings:
@@ -89,19 +96,22 @@ def colpali_dir(tiny_model_dir: Callable[[str], Path]) -> Path:
     return tiny_model_dir("colpali")
 
 
+@pytest.mark.parametrize("pooling", ["muvera", "rowcol"])
 @pytest.mark.parametrize("family", PAGE_FAMILIES)
 def test_ingest_stores_the_models_page_vectors_and_vector_search_ranks_by_maxsim(
-    family: str, tiny_model_dir: Callable[[str], Path], data_dir: Path, pdf_bytes: bytes
+    family: str, pooling: str, tiny_model_dir: Callable[[str], Path], data_dir: Path, pdf_bytes: bytes
 ) -> None:
     folder = tiny_model_dir(family)
-    eng = Engine(_settings(data_dir, page_model=str(folder)))
+    eng = Engine(_settings(data_dir, page_model=str(folder), page_pooling=pooling))
+    first = PAGE_FDE if pooling == "muvera" else PAGE_POOLED
     try:
         assert eng.models.page is not None, eng.models.errors
         rec = eng.create_library("lib")
         assert rec.encoders[PAGE_FULL]["model"] == eng.models.page.model_id
         assert rec.encoders[PAGE_FULL]["dim"] == 128
-        assert rec.encoders[PAGE_POOLED]["pooling"] == "rowcol"
-        assert rec.encoders[PAGE_FULL]["datatype"] == rec.encoders[PAGE_POOLED]["datatype"] == "float16"
+        assert rec.encoders[first]["pooling"] == pooling
+        assert set(rec.encoders) & {PAGE_FDE, PAGE_POOLED} == {first}
+        assert rec.encoders[PAGE_FULL]["datatype"] == rec.encoders[first]["datatype"] == "float16"
         res = eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
         assert res.status == "indexed" and res.pages_indexed == 4
 
@@ -110,13 +120,17 @@ def test_ingest_stores_the_models_page_vectors_and_vector_search_ranks_by_maxsim
         expected = ref.encode_pages(_page_images(pdf_bytes))
         ids = [point_id("q3", res.version, n, "page") for n in range(1, 5)]
         full = eng.store.retrieve_vectors("lib", ids, PAGE_FULL)
-        pooled = eng.store.retrieve_vectors("lib", ids, PAGE_POOLED)
+        pooled = eng.store.retrieve_vectors("lib", ids, first)
         def f16(x: np.ndarray) -> np.ndarray:  # the library stores float16 (page_vector_dtype)
             return np.asarray(x, dtype=np.float16).astype(np.float32)
 
         for pid, enc in zip(ids, expected):
             np.testing.assert_allclose(full[pid], f16(enc.vectors), rtol=2e-3, atol=1e-4)
-            if enc.grid is not None:
+            if pooling == "muvera":  # fastembed's defaults, computed by fastembed where it is installed
+                want = _reference_fde(enc.vectors)
+                assert pooled[pid].shape == (10_240,)
+                np.testing.assert_allclose(pooled[pid], f16(want), rtol=2e-3, atol=1e-4)
+            elif enc.grid is not None:
                 want = pool_rows_cols(enc.vectors, enc.image_mask, enc.grid)
                 np.testing.assert_allclose(pooled[pid], f16(want), rtol=2e-3, atol=1e-4)
 
@@ -155,6 +169,44 @@ def test_hybrid_is_weighted_rrf_of_its_channels(colpali_dir: Path, data_dir: Pat
         assert fused == sorted(fused, reverse=True)
         # auto = hybrid when a page model is configured
         assert eng.search({"query": "revenue", "libraries": ["lib"]}).mode == "hybrid"
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize(("pooling", "prefetch", "top_k", "rerank", "want"), [
+    ("muvera", 12, 3, False, (12, 12)),  # the first stage's candidates: prefetch_limit
+    ("muvera", 12, 20, False, (20, 20)),  # never fewer than the answer needs
+    ("muvera", 12, 3, True, (30, 30)),  # ... nor than the rerank depth
+    ("rowcol", 12, 3, False, (12, 12)),
+    ("muvera", None, 3, False, (100, 100)),  # auto: 100 for MUVERA
+    ("rowcol", None, 3, False, (100, 200)),  # auto: 200 for a pooled scan, ranked 100 deep
+    ("none", 12, 3, False, (100, 100)),  # exhaustive: as deep as the other channels (MIN_CANDIDATES)
+])
+def test_visual_channel_ranks_only_the_first_stage_candidates(
+    colpali_dir: Path, data_dir: Path, pdf_bytes: bytes, pooling: str, prefetch: int | None, top_k: int,
+    rerank: bool, want: tuple[int, int],
+) -> None:
+    """Exact MaxSim costs per page: the visual channel asks the store for the first stage's
+    candidates, not for the 100 pages the BM25 channels rank. ``want``: (pages ranked,
+    candidates of the first stage)."""
+    s = _settings(data_dir, page_model=str(colpali_dir), page_pooling=pooling, prefetch_limit=prefetch,
+                  rerank_depth=30)
+    eng = Engine(s)
+    calls: list[tuple[int, int]] = []
+    inner = eng.store.search_multivector
+
+    def spy(name: str, query: Any, where: Any, limit: int, **kw: Any) -> Any:
+        calls.append((limit, kw["prefetch_limit"]))
+        return inner(name, query, where, limit, **kw)
+
+    try:
+        eng.create_library("lib")
+        eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
+        eng.store.search_multivector = spy  # type: ignore[method-assign]
+        out = eng.search({"query": "sales by region", "libraries": ["lib"], "mode": "hybrid", "top_k": top_k,
+                          "rerank": rerank})
+        assert calls == [want]
+        assert len(out.hits) == min(top_k, 4) and all(h.scores["visual"] is not None for h in out.hits)
     finally:
         eng.close()
 

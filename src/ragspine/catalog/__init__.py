@@ -5,13 +5,22 @@ models configured when it is created. Kept in the store itself; indexing writes 
 and the engine read it.
 """
 
-from ragspine.catalog.fields import LibraryModels, identity, library_fields, library_models, pooled_vectors
+from ragspine.catalog.fields import (
+    LibraryModels,
+    first_stage_query,
+    first_stage_vectors,
+    identity,
+    library_fields,
+    library_models,
+    pooled_vectors,
+)
 from ragspine.catalog.libraries import (
     AVGDL_DRIFT,
     BM25_MODEL,
     DENSE_CHUNK,
     LIBRARY_POINT,
     MODEL_FIELDS,
+    PAGE_FDE,
     PAGE_FULL,
     PAGE_POOLED,
     LengthStats,
@@ -25,8 +34,8 @@ from ragspine.catalog.libraries import (
 )
 
 __all__ = [
-    "AVGDL_DRIFT", "BM25_MODEL", "DENSE_CHUNK", "LIBRARY_POINT", "MODEL_FIELDS", "PAGE_FULL", "PAGE_POOLED",
+    "AVGDL_DRIFT", "BM25_MODEL", "DENSE_CHUNK", "LIBRARY_POINT", "MODEL_FIELDS", "PAGE_FDE", "PAGE_FULL", "PAGE_POOLED",
     "LengthStats", "Libraries", "LibraryModels", "LibraryRecord", "check_doc_id", "check_library_name",
-    "doc_point", "expected_encoders", "identity", "library_fields", "library_models", "point_id",
+    "doc_point", "expected_encoders", "first_stage_query", "first_stage_vectors", "identity", "library_fields", "library_models", "point_id",
     "pooled_vectors",
 ]

@@ -16,11 +16,20 @@ import numpy as np
 
 from ragspine.config import Settings
 from ragspine.errors import ModelMismatchError, ServiceUnavailableError
-from ragspine.catalog.libraries import DENSE_CHUNK, PAGE_FULL, PAGE_POOLED, LibraryRecord
+from ragspine.catalog.libraries import DENSE_CHUNK, PAGE_FDE, PAGE_FULL, PAGE_POOLED, LibraryRecord
 from ragspine.models.base import EncodedPage
 from ragspine.models.modelset import ModelSet
 from ragspine.scoring.multivector import pool_hierarchical, pool_rows_cols
+from ragspine.scoring.muvera import MuveraParams, muvera
 from ragspine.store.base import DenseField
+
+
+#: HNSW graph of the MUVERA encodings. Qdrant's default (m 16, ef_construct 100) found 48 % of
+#: the exhaustive top 10 among 200 candidates on bench/scale.py's hard workload (--run 1, 5,000
+#: pages) where a scan of the encodings found 98 %; m 64 / ef_construct 512 finds 95 %, for
+#: ~13 ms a query and ~5 ms of build per page (2 cores). See docs/visual-scale.md.
+FDE_HNSW_M = 64
+FDE_HNSW_EF_CONSTRUCT = 512
 
 
 def identity(model: Any) -> dict[str, Any]:
@@ -48,7 +57,14 @@ def library_fields(settings: Settings, models: ModelSet) -> tuple[tuple[DenseFie
         fields.append(DenseField(PAGE_FULL, ident["dim"], multivector=True, hnsw=False,
                                  quantization=settings.page_quantization, datatype=dtype))
         encoders[PAGE_FULL] = {**ident, "quantization": settings.page_quantization, "datatype": dtype}
-        if pooling != "none":
+        if pooling == "muvera":
+            # One encoding per page, scored by inner product (MUVERA approximates MaxSim by it;
+            # a cosine would rescale every page), in an HNSW index.
+            params = MuveraParams(dim=ident["dim"])
+            fields.append(DenseField(PAGE_FDE, params.size, distance="dot", datatype=dtype,
+                                     hnsw_m=FDE_HNSW_M, hnsw_ef_construct=FDE_HNSW_EF_CONSTRUCT))
+            encoders[PAGE_FDE] = {**ident, "pooling": "muvera", "datatype": dtype, "muvera": params.record()}
+        elif pooling != "none":
             fields.append(DenseField(PAGE_POOLED, ident["dim"], multivector=True, datatype=dtype))
             encoders[PAGE_POOLED] = {**ident, "pooling": pooling, "datatype": dtype,
                                      "pool_factor": settings.page_pool_factor if pooling == "hierarchical" else None}
@@ -70,8 +86,11 @@ class LibraryModels:
 
     page: Any = None
     dense: Any = None
+    #: The library's first stage: ``muvera`` (with ``muvera`` its encoding parameters),
+    #: ``rowcol`` / ``hierarchical`` (a pooled multivector), None (exhaustive MaxSim).
     pooling: str | None = None
     pool_factor: int | None = None
+    muvera: MuveraParams | None = None
     page_missing: str | None = None
     dense_missing: str | None = None
     has_page: bool = False
@@ -124,7 +143,31 @@ def library_models(rec: LibraryRecord, models: ModelSet) -> LibraryModels:
     if pooled is not None:
         out["pooling"] = pooled.get("pooling", "rowcol")
         out["pool_factor"] = pooled.get("pool_factor")
+    fde = rec.encoders.get(PAGE_FDE)
+    if fde is not None:
+        out["pooling"] = "muvera"
+        out["muvera"] = MuveraParams.from_record(fde["muvera"])
     return LibraryModels(**out)
+
+
+def first_stage_vectors(page: EncodedPage, lm: LibraryModels) -> dict[str, np.ndarray]:
+    """The first-stage copy of a page multivector, by field: its MUVERA encoding, its pooled
+    multivector, or nothing (a library searched exhaustively)."""
+    if lm.muvera is not None:
+        return {PAGE_FDE: muvera(lm.muvera).document(page.vectors)}
+    if lm.pooling is not None:
+        return {PAGE_POOLED: pooled_vectors(page, lm.pooling, lm.pool_factor)}
+    return {}
+
+
+def first_stage_query(query: np.ndarray, lm: LibraryModels) -> tuple[str | None, list[float] | None]:
+    """The first-stage field of a library and, for a MUVERA library, the query's encoding
+    (a pooled multivector field is searched with the query multivector itself)."""
+    if lm.muvera is not None:
+        return PAGE_FDE, muvera(lm.muvera).query(query).tolist()
+    if lm.pooling is not None:
+        return PAGE_POOLED, None
+    return None, None
 
 
 def pooled_vectors(page: EncodedPage, pooling: str, pool_factor: int | None) -> np.ndarray:

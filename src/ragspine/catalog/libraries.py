@@ -43,12 +43,14 @@ from ragspine.store.base import (
 LIBRARY_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 BM25_MODEL = "ragspine-bm25"
-#: Vector fields written by models: full and pooled page multivectors on page points, the
-#: dense passage vector on chunk points.
+#: Vector fields written by models: the full page multivector and its first-stage copy (a
+#: pooled multivector, or one MUVERA encoding) on page points, the dense passage vector on
+#: chunk points.
 PAGE_FULL = "page_full"
 PAGE_POOLED = "page_pooled"
+PAGE_FDE = "page_fde"
 DENSE_CHUNK = "dense_chunk"
-MODEL_FIELDS = (PAGE_FULL, PAGE_POOLED, DENSE_CHUNK)
+MODEL_FIELDS = (PAGE_FULL, PAGE_POOLED, PAGE_FDE, DENSE_CHUNK)
 #: Re-weight every BM25 vector when the average length has drifted this much (relative)
 #: from the one the vectors were built with.
 AVGDL_DRIFT = 0.2

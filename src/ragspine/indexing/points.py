@@ -13,11 +13,10 @@ import numpy as np
 from ragspine.catalog import (
     DENSE_CHUNK,
     PAGE_FULL,
-    PAGE_POOLED,
     LengthStats,
     LibraryModels,
+    first_stage_vectors,
     point_id,
-    pooled_vectors,
 )
 from ragspine.indexing.chunking import chunk_spans
 from ragspine.indexing.pdf import BBox, PageContent
@@ -107,8 +106,7 @@ def page_points(
     vectors: dict[str, Any] = {}
     if encoded is not None and models is not None:
         vectors[PAGE_FULL] = encoded.vectors
-        if models.pooling is not None:
-            vectors[PAGE_POOLED] = pooled_vectors(encoded, models.pooling, models.pool_factor)
+        vectors.update(first_stage_vectors(encoded, models))
         # Where the patch grid lies in the stored multivector (similarity maps).
         payload["grid"] = list(encoded.grid) if encoded.grid is not None else None
         payload["image_tokens"] = mask_runs(encoded.image_mask)
