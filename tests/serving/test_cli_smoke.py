@@ -68,7 +68,10 @@ def test_ingest_quiet_prints_one_line_per_file_and_no_progress(
     assert len(lines) == 2
     assert "indexed acme v1: 2 pages" in lines[0]
     assert "indexed marked v1: 1 pages" in lines[1] and "dropped by policy: pages [2]" in lines[1]
-    assert err.strip() == "created library 'fresh'"  # and no progress bar
+    assert err.strip().splitlines() == [  # and no progress bar
+        "created library 'fresh'", "building the search indexes of 'fresh' (3 pages)...",
+        err.strip().splitlines()[-1]]
+    assert err.strip().splitlines()[-1].startswith("search indexes of 'fresh' built in ")
     # The same files again: unchanged.
     code, out, _ = run(capsys, "--data-dir", str(tmp_path), "ingest", str(pdf_dir / "acme.pdf"),
                        "--library", "fresh", "-q")
@@ -145,6 +148,28 @@ def test_libraries_list_create_delete(capsys: pytest.CaptureFixture[str], tmp_pa
     assert code != 0 and len(err.strip().splitlines()) == 1 and "already exists" in err
     assert run(capsys, *d, "libraries", "--delete", "one")[0] == 0
     assert run(capsys, *d, "libraries")[1].startswith("no libraries")
+
+
+def test_ingest_builds_search_indexes_after_a_bulk_load_only(capsys: pytest.CaptureFixture[str],
+                                                             tmp_path: Path) -> None:
+    """A CLI ingest that wrote at least a tenth of the library's pages optimizes it at the end;
+    one that added a page to a big library says how to do it instead; --no-optimize does neither."""
+    d = ("--data-dir", str(tmp_path))
+    big, one, two = tmp_path / "big.pdf", tmp_path / "one.pdf", tmp_path / "two.pdf"
+    big.write_bytes(pdfs.make_pdf([f"Page {i} of the annual report on revenue." for i in range(12)]))
+    one.write_bytes(pdfs.make_pdf(["A one-page note on margins."]))
+    two.write_bytes(pdfs.make_pdf(["Another note, on cash flow."]))
+    code, _, err = run(capsys, *d, "ingest", str(big), "--library", "lib", "-q")
+    assert code == 0 and "search indexes of 'lib' built in" in err and "(12 pages)" in err
+    code, _, err = run(capsys, *d, "ingest", str(one), "--library", "lib", "-q")  # 1 of 13 pages: < 10%
+    assert code == 0 and "built in" not in err
+    assert "1 of its 13 pages are new" in err and "ragspine libraries --optimize lib" in err
+    code, _, err = run(capsys, *d, "ingest", str(two), "--library", "lib", "-q", "--no-optimize")
+    assert code == 0 and "search indexes" not in err
+    code, out, _ = run(capsys, *d, "libraries", "--optimize", "lib")
+    assert code == 0 and out.startswith("optimized library 'lib' in ")
+    code, _, err = run(capsys, *d, "libraries", "--optimize", "nolib")
+    assert code != 0 and len(err.strip().splitlines()) == 1 and "nolib" in err
 
 
 BAD_ARGS: list[tuple[str, list[str], str]] = [

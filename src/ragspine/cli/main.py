@@ -85,7 +85,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if getattr(args, "engine", "local") == "ray":
         return _ingest_ray(_settings(args), args, paths, meta)
     engine = Engine(_settings(args))
-    failed = 0
+    failed = added = 0
     try:
         try:
             engine.library(args.library)
@@ -120,15 +120,34 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 ocr = f", {r.pages_ocr} read by OCR" if r.pages_ocr else ""
                 print(f"{path}: indexed {r.doc_id} v{r.version}: {r.pages_indexed} pages{ocr}, "
                       f"{r.chunks} passages{dropped} ({r.seconds:.1f}s)")
+                added += r.pages_indexed
             elif r.status == "unchanged":
                 print(f"{path}: unchanged ({r.doc_id} v{r.version})")
             else:
                 print(f"{path}: dropped by policy ({r.pages_total or 'all'} pages not indexed)")
+        if added and args.optimize:
+            _optimize_after_ingest(engine, args.library, added)
     except RagspineError as exc:
         _fail(exc.detail)
     finally:
         engine.close()
     return EXIT_FAILED if failed else 0
+
+
+#: A CLI ingest that wrote at least this share of a library's pages builds its search indexes
+#: at the end (Engine.optimize_library): a bulk load, where nobody searches this process.
+OPTIMIZE_SHARE = 0.1
+
+
+def _optimize_after_ingest(engine: Any, library: str, added: int) -> None:
+    total = sum(d["pages_indexed"] or 0 for d in engine.documents(library))
+    if added < OPTIMIZE_SHARE * total:
+        print(f"search indexes of '{library}' not rebuilt: {added} of its {total} pages are new "
+              f"(run `ragspine libraries --optimize {library}` after a bulk ingest)", file=sys.stderr)
+        return
+    print(f"building the search indexes of '{library}' ({total} pages)...", file=sys.stderr)
+    seconds = engine.optimize_library(library)
+    print(f"search indexes of '{library}' built in {seconds:.1f} s", file=sys.stderr)
 
 
 def _ingest_ray(settings: Any, args: argparse.Namespace, paths: list[Path], meta: dict[str, Any]) -> int:
@@ -359,6 +378,9 @@ def cmd_libraries(args: argparse.Namespace) -> int:
         elif args.delete:
             engine.delete_library(args.delete)
             print(f"deleted library '{args.delete}'")
+        elif args.optimize:
+            seconds = engine.optimize_library(args.optimize)
+            print(f"optimized library '{args.optimize}' in {seconds:.1f} s")
         else:
             names = engine.list_libraries()
             if not names:
@@ -414,6 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="document metadata, repeatable (values parsed as JSON when they can be)")
     s.add_argument("--sensitivity", metavar="LEVEL", help="document sensitivity (RESTRICTED is not indexed)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--optimize", action=argparse.BooleanOptionalAction, default=True,
+                   help="build the library's search indexes at the end when this run wrote at least a tenth "
+                   "of its pages (default: on)")
     s.add_argument("--engine", default="local", choices=["local", "ray"],
                    help="'local' (this process) or 'ray' (Ray Data: parse and render on CPU tasks, "
                    "encode on an actor pool; needs ragspine[serve])")
@@ -461,10 +486,12 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("--no-serve", action="store_true", help="build and ingest, then exit")
         s.set_defaults(func=cmd_demo if name == "demo" else cmd_serve)
 
-    s = sub.add_parser("libraries", help="list, create or delete libraries")
+    s = sub.add_parser("libraries", help="list, create, delete or optimize libraries")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--create", metavar="NAME")
     g.add_argument("--delete", metavar="NAME")
+    g.add_argument("--optimize", metavar="NAME",
+                   help="build the library's search indexes after a bulk ingest (blocks searches while it runs)")
     s.set_defaults(func=cmd_libraries)
 
     from ragspine.cli.chain import add_chain_commands  # argparse only; the engine loads per command
