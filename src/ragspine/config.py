@@ -24,8 +24,8 @@ DEFAULT_BM25_PAGE_WEIGHT = 1.5
 #: it ranks nothing (weight 0) by default and only finds each page's best passage to cite.
 DEFAULT_BM25_CHUNK_WEIGHT = 1.0
 #: Candidates of the visual first stage by default (bench/scale.py, 20,000 pages, 2 cores):
-#: MUVERA's HNSW hands 100 pages to exact MaxSim (~40 ms; 200 cost ~65 ms), a pooled
-#: multivector scan 200 (its recall needs them).
+#: MUVERA hands 100 pages to exact MaxSim (~30-40 ms; 200 cost ~65 ms), a pooled multivector
+#: scan 200 (its recall needs them).
 DEFAULT_PREFETCH_MUVERA = 100
 DEFAULT_PREFETCH_POOLED = 200
 #: RRF weights of the visual and dense channels (see Settings.visual_weight / dense_weight).
@@ -171,12 +171,13 @@ class Settings(BaseSettings):
     #: Resolution pages are rendered at for the page model (its processor resizes further).
     page_render_dpi: int = Field(default=96, ge=18, le=300)
     #: The first stage of visual search, the copy of each page that finds the candidates exact
-    #: MaxSim reranks: ``muvera`` (one 10,240-dim MUVERA encoding per page in an HNSW index:
-    #: its cost does not grow with the library; see docs/visual-scale.md), ``rowcol`` (row and
-    #: column means of the patch grid, ~70 vectors, scanned with MaxSim), ``hierarchical`` (Ward
-    #: clustering, ``ceil(n / page_pool_factor)`` vectors, ~0.15 s of CPU per page) or ``none``
-    #: (no first stage: exhaustive MaxSim over the full vectors). Fixed per library at creation.
-    page_pooling: Literal["muvera", "rowcol", "hierarchical", "none"] = "muvera"
+    #: MaxSim reranks: ``muvera`` (one 10,240-dim MUVERA encoding per page, its int8 copy
+    #: scanned in RAM: ~0.65 us a page; see docs/visual-scale.md), ``muvera_hnsw`` (the same
+    #: encodings in an HNSW graph), ``rowcol`` (row and column means of the patch grid, ~70
+    #: vectors, scanned with MaxSim), ``hierarchical`` (Ward clustering,
+    #: ``ceil(n / page_pool_factor)`` vectors, ~0.15 s of CPU per page) or ``none`` (no first
+    #: stage: exhaustive MaxSim over the full vectors). Fixed per library at creation.
+    page_pooling: Literal["muvera", "muvera_hnsw", "rowcol", "hierarchical", "none"] = "muvera"
     page_pool_factor: int = Field(default=32, ge=2, le=1024)
     #: Quantization of the full page multivectors (``scalar`` int8 or ``binary``), rescored
     #: with the originals; unset = none.
@@ -302,7 +303,8 @@ class Settings(BaseSettings):
         """``prefetch_limit`` when set, else the default of a library's first stage."""
         if self.prefetch_limit is not None:
             return self.prefetch_limit
-        return DEFAULT_PREFETCH_MUVERA if first_stage == "muvera" else DEFAULT_PREFETCH_POOLED
+        muvera = first_stage is not None and first_stage.startswith("muvera")
+        return DEFAULT_PREFETCH_MUVERA if muvera else DEFAULT_PREFETCH_POOLED
 
     def passage_weight(self, alone: bool) -> float:
         """The BM25 passage channel's RRF weight for one search: ``bm25_chunk_weight`` when set,

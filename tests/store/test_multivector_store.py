@@ -476,10 +476,13 @@ def test_datatype_is_checked() -> None:
 FDE = "page_fde"
 
 
-def test_muvera_first_stage_hands_its_inner_product_top_to_exact_maxsim(store: Store) -> None:
+@pytest.mark.parametrize("int8", [False, True], ids=["graph", "int8-scan"])
+def test_muvera_first_stage_hands_its_inner_product_top_to_exact_maxsim(store: Store, int8: bool) -> None:
     """The single-vector first stage ranks by the raw inner product of the encodings (a page
     encoding scaled up moves up; a cosine field would not see it) and exact MaxSim reranks only
-    its top ``max(prefetch_limit, limit + TIE_OVERFETCH)``."""
+    its top ``max(prefetch_limit, limit + TIE_OVERFETCH)``. With the int8 copy (the default
+    ``muvera`` field: no graph, scalar quantization, built by optimize) the candidates are
+    rescored with the originals, so the same ones come out."""
     from ragspine.scoring.muvera import Muvera, MuveraParams
 
     rng = np.random.default_rng(11)
@@ -498,13 +501,13 @@ def test_muvera_first_stage_hands_its_inner_product_top_to_exact_maxsim(store: S
     outside = [int(i) for i in np.argsort(-before, kind="stable")[n_candidates:] if before[i] > 0 and i != 7]
     long = max(outside, key=lambda i: exact[i])
     fdes[long] *= 25.0
-    store.create_collection("lib", CollectionSpec(dense=(
-        DenseField(FULL, D, multivector=True, hnsw=False),
-        DenseField(FDE, fdes.shape[1], distance="dot"),
-    )))
+    fde_field = (DenseField(FDE, fdes.shape[1], distance="dot", hnsw=False, quantization="scalar") if int8
+                 else DenseField(FDE, fdes.shape[1], distance="dot"))
+    store.create_collection("lib", CollectionSpec(dense=(DenseField(FULL, D, multivector=True, hnsw=False), fde_field)))
     store.upsert("lib", [PointData(pid(i), {"kind": KIND_PAGE, "doc_id": "d", "page": i + 1},
                                    dense={FULL: p.tolist(), FDE: fdes[i].tolist()})
                          for i, p in enumerate(pages)])
+    store.optimize("lib")  # builds the int8 copy (Qdrant Edge builds it only here)
     exhaustive = store.search_multivector("lib", q.tolist(), Where(), limit, full_field=FULL)
     assert ranking(exhaustive)[0] == pid(7)
     hits = store.search_multivector("lib", q.tolist(), Where(), limit, full_field=FULL, pooled_field=FDE,

@@ -24,12 +24,17 @@ from ragspine.scoring.muvera import MuveraParams, muvera
 from ragspine.store.base import DenseField
 
 
-#: HNSW graph of the MUVERA encodings. Qdrant's default (m 16, ef_construct 100) found 48 % of
-#: the exhaustive top 10 among 200 candidates on bench/scale.py's hard workload (--run 1, 5,000
-#: pages) where a scan of the encodings found 98 %; m 64 / ef_construct 512 finds 95 %, for
-#: ~13 ms a query and ~5 ms of build per page (2 cores). See docs/visual-scale.md.
+#: HNSW graph of the MUVERA encodings with ``muvera_hnsw``. Qdrant's default (m 16,
+#: ef_construct 100) found 48 % of the exhaustive top 10 among 200 candidates on
+#: bench/scale.py's hard workload (--run 1, 5,000 pages) where a scan of the encodings found
+#: 98 %; m 64 / ef_construct 512 found 95 % there, but 73 % at 20,000 pages, where the default
+#: int8 scan finds 86 % in less time (docs/visual-scale.md).
 FDE_HNSW_M = 64
 FDE_HNSW_EF_CONSTRUCT = 512
+
+
+#: First stages that store one MUVERA encoding per page.
+MUVERA_STAGES = ("muvera", "muvera_hnsw")
 
 
 def identity(model: Any) -> dict[str, Any]:
@@ -57,13 +62,19 @@ def library_fields(settings: Settings, models: ModelSet) -> tuple[tuple[DenseFie
         fields.append(DenseField(PAGE_FULL, ident["dim"], multivector=True, hnsw=False,
                                  quantization=settings.page_quantization, datatype=dtype))
         encoders[PAGE_FULL] = {**ident, "quantization": settings.page_quantization, "datatype": dtype}
-        if pooling == "muvera":
+        if pooling in MUVERA_STAGES:
             # One encoding per page, scored by inner product (MUVERA approximates MaxSim by it;
-            # a cosine would rescale every page), in an HNSW index.
+            # a cosine would rescale every page). ``muvera``: no graph, an int8 copy in RAM
+            # scanned and the best rescored with the originals (store.base.FDE_OVERSAMPLING);
+            # ``muvera_hnsw``: an HNSW graph over the originals.
             params = MuveraParams(dim=ident["dim"])
-            fields.append(DenseField(PAGE_FDE, params.size, distance="dot", datatype=dtype,
-                                     hnsw_m=FDE_HNSW_M, hnsw_ef_construct=FDE_HNSW_EF_CONSTRUCT))
-            encoders[PAGE_FDE] = {**ident, "pooling": "muvera", "datatype": dtype, "muvera": params.record()}
+            if pooling == "muvera":
+                fields.append(DenseField(PAGE_FDE, params.size, distance="dot", datatype=dtype, hnsw=False,
+                                         quantization="scalar"))
+            else:
+                fields.append(DenseField(PAGE_FDE, params.size, distance="dot", datatype=dtype,
+                                         hnsw_m=FDE_HNSW_M, hnsw_ef_construct=FDE_HNSW_EF_CONSTRUCT))
+            encoders[PAGE_FDE] = {**ident, "pooling": pooling, "datatype": dtype, "muvera": params.record()}
         elif pooling != "none":
             fields.append(DenseField(PAGE_POOLED, ident["dim"], multivector=True, datatype=dtype))
             encoders[PAGE_POOLED] = {**ident, "pooling": pooling, "datatype": dtype,
@@ -145,7 +156,7 @@ def library_models(rec: LibraryRecord, models: ModelSet) -> LibraryModels:
         out["pool_factor"] = pooled.get("pool_factor")
     fde = rec.encoders.get(PAGE_FDE)
     if fde is not None:
-        out["pooling"] = "muvera"
+        out["pooling"] = fde.get("pooling", "muvera")
         out["muvera"] = MuveraParams.from_record(fde["muvera"])
     return LibraryModels(**out)
 

@@ -23,6 +23,7 @@ from ragspine.scoring.bm25 import SparseVector
 from ragspine.store._qdrant import Condition, full_stage_params, hnsw_params, where_conditions
 from ragspine.store.base import (
     DEFAULT_PREFETCH_LIMIT,
+    FDE_OVERSAMPLING,
     SCALAR_QUANTILE,
     TIE_OVERFETCH,
     CollectionSpec,
@@ -411,7 +412,9 @@ class EdgeStore:
                                        using=pooled_field),
                 filter=flt,
                 params=qe.SearchParams(
-                    hnsw_ef=hnsw_ef, quantization=qe.QuantizationSearchParams(rescore=True)
+                    hnsw_ef=hnsw_ef,
+                    quantization=qe.QuantizationSearchParams(
+                        rescore=True, oversampling=FDE_OVERSAMPLING if prefetch_query is not None else None),
                 ),
             )
             req = qe.QueryRequest(

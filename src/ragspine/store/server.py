@@ -22,6 +22,7 @@ from ragspine.scoring.bm25 import SparseVector
 from ragspine.store._qdrant import Condition, full_stage_params, hnsw_params, where_conditions
 from ragspine.store.base import (
     DEFAULT_PREFETCH_LIMIT,
+    FDE_OVERSAMPLING,
     SCALAR_QUANTILE,
     TIE_OVERFETCH,
     CollectionSpec,
@@ -451,7 +452,9 @@ class ServerStore:
                 filter=flt,
                 limit=max(prefetch_limit, fetch),
                 params=models.SearchParams(
-                    hnsw_ef=hnsw_ef, quantization=models.QuantizationSearchParams(rescore=True)
+                    hnsw_ef=hnsw_ef,
+                    quantization=models.QuantizationSearchParams(
+                        rescore=True, oversampling=FDE_OVERSAMPLING if prefetch_query is not None else None),
                 ),
             )
         res = self._api.query_points(
