@@ -30,7 +30,7 @@ query is *planted* in 10 pages among the first ``min(sizes)`` ones: page j (j = 
 i carries noisy copies (cosine ~0.9) of the query's first 20 - j tokens, each copy written into
 ``--run`` adjacent patches of one grid row (a word spans a few patches of a real page image;
 row/column pooling sees it). The exhaustive top 10 is then the 10 planted pages in a clear
-graded order, and recall@10 asks whether the fast path (pooled prefetch of 200 -> full MaxSim
+graded order, and recall@10 asks whether the fast path (the library's first stage -> full MaxSim
 in Qdrant Edge) finds them among a growing haystack of random pages. Synthetic vectors say
 nothing about how well pooling keeps a *real* page's meaning (``bench/multivector.py`` does).
 The exhaustive reference is computed here with numpy over every page's vectors, regenerated
@@ -49,15 +49,28 @@ own ``query``, and the first query after an ingest (the in-memory BM25 index cat
 thumbnails) into a second library and measures the same search figures there. It refuses when
 the estimated disk need (~0.6 MB a page: 100k pages are ~60 GB) exceeds free space.
 
-Search runs on the library as ingest leaves it: ingesting a new document flushes the shard but
-does not call ``Store.optimize`` (only replacing or deleting a document does), so Qdrant Edge
-builds no HNSW graph for the pooled field and the prefetch scans it. ``--optimize`` calls ``optimize`` after each size (timed apart, not part of ingest;
-~80 s per 1,000 pages on the 2-core development machine) and searches the optimized library.
+Search runs on the library as ingest leaves it: ``Engine.ingest`` of a new document flushes the
+shard but does not call ``Store.optimize`` (only replacing or deleting a document does; the CLI
+does at the end of a bulk load), so Qdrant Edge builds no int8 copy or graph of the first stage
+and scans its originals. ``--optimize`` calls ``optimize`` after each size (timed apart, not
+part of ingest) and searches the optimized library. ``--pooling`` picks the first stage,
+``--prefetch`` its candidates, ``--prefetch-sweep 50,100,200`` measures ``vector`` p50 and
+recall@10 with each candidate count on the same library.
 
 The library stores page vectors as ``RAGSPINE_PAGE_VECTOR_DTYPE`` says (``--page-dtype``
 overrides it); the stored-vector check allows float16 rounding.
 
-Measured on the 2-core development machine (other work running: load average 1.7-6.5;
+Measured on the 2-core development machine, MUVERA first stage (int8 scan, 100 candidates),
+float16, ``--optimize`` (optimize 2 / 7 / 45 s), load average 1.2-2.4: 1,000 / 5,000 / 20,000
+pages: ingest 35 / 39 / 44 pages/s (first stage 11 ms a page); vector p50 35 / 31 / 59 ms,
+hybrid p50 38 / 33 / 61 ms (growth 5k -> 20k 1.9x: the exact stage reads 100 candidates' 264 KB
+each out of a 5 GB file); recall@10 1.000; 342-347 KB of disk a page (store 309-314 KB); the
+store's exhaustive MaxSim 0.2 / 0.9 / 4.1 s (89x slower at 20k). Candidates at 20k: 50 -> 38 ms,
+100 -> 49 ms, 200 -> 66 ms. With ``--run 1`` at 5,000 pages recall@10 was 0.735 for the old
+``rowcol`` default (200 candidates, 149 ms) against 0.900 for MUVERA (100 candidates); see
+docs/visual-scale.md.
+
+Before (``rowcol`` pooled prefetch of 200, other work running: load average 1.7-6.5;
 ``nice -n 19``), float32 storage, 1,000 / 5,000 / 20,000 pages: ingest 36 / 33 / 25.5 pages/s (store upsert
 ~18 ms and thumbnail + model-image render ~20 ms of thread time a page; the per-document flush
 grew from 5.7 to 10.6 ms a page); vector p50 72 / 134 / 402 ms, hybrid p50 70 / 133 / 416 ms,
@@ -109,8 +122,9 @@ TOP_K = 10
 #: Noise of a planted copy: copy = normalise(q + NOISE * z), z ~ N(0, I/DIM): cosine ~0.9.
 NOISE = 0.5
 DEFAULT_SIZES = (1000, 5000, 20000)
-#: Estimated disk per page written by --store-only (full float32 + pooled + payload).
-STORE_ONLY_BYTES_PER_PAGE = 600_000
+#: Estimated disk per page written by --store-only, by page vector type (full multivector +
+#: first stage + payload; measured 309 KB a page with float16).
+STORE_ONLY_BYTES_PER_PAGE = {"float16": 350_000, "float32": 650_000}
 
 TARGETS = {
     "vector_p50_ms": 50.0,  # at 20k pages
@@ -330,7 +344,7 @@ def ingest_targets(eng: Any) -> list[tuple[Any, str, str]]:
         (pipeline, "open_pdf", "parse"),
         (pipeline, "page_passages", "chunk+tokenize"),
         (points, "document_vector", "bm25 vectors"),
-        (points, "pooled_vectors", "pool"),
+        (points, "first_stage_vectors", "first stage (MUVERA / pool)"),
         (render, "render_page_png", "render thumbnail"),
         (render, "render_page_image", "render model image"),
         (eng.indexer.ocr, "apply", "ocr check"),
@@ -401,7 +415,7 @@ def _hit_index(hit: Any, pages_per_pdf: int, prefix: str) -> int:
 def measure_search(eng: Any, lib: str, workload: Workload, n_pages: int, exact: list[list[int]],
                    pages_per_pdf: int, prefix: str, baseline_queries: int, log: Callable[..., None]) -> dict[str, Any]:
     """Vector and hybrid latency, recall@10, the store's share, and the store-exhaustive baseline."""
-    from ragspine.catalog import PAGE_FULL, PAGE_POOLED
+    from ragspine.catalog import PAGE_FULL, first_stage_query, library_models
     from ragspine.store.base import KIND_PAGE, Where
 
     timers = Timers()
@@ -474,8 +488,10 @@ def measure_search(eng: Any, lib: str, workload: Workload, n_pages: int, exact: 
         agree.append(len(set(got) & set(exact[i])) / TOP_K)
         # The fast path's store call alone, with the searcher's arguments, right after.
         t = time.perf_counter()
-        eng.store.search_multivector(lib, q, where, 100, full_field=PAGE_FULL, pooled_field=PAGE_POOLED,
-                                     prefetch_limit=max(eng.settings.prefetch_limit, 100), fields=["doc_id", "page"])
+        first_field, first_q = first_stage_query(workload.queries[i], library_models(eng.libraries.get(lib), eng.models))
+        eng.store.search_multivector(lib, q, where, 100, full_field=PAGE_FULL, pooled_field=first_field,
+                                     prefetch_query=first_q, prefetch_limit=max(eng.settings.prefetch_for(eng.settings.page_pooling), 100),
+                                     fields=["doc_id", "page"])
         fast_ms.append((time.perf_counter() - t) * 1000)
     out["store_exhaustive"] = {
         "queries": len(base_ms),
@@ -484,6 +500,29 @@ def measure_search(eng: Any, lib: str, workload: Workload, n_pages: int, exact: 
         "speedup": (pct(base_ms, 50) / pct(fast_ms, 50)) if base_ms else None,
         "agrees_with_numpy_at_10": float(np.mean(agree)) if agree else None,
     }
+    return out
+
+
+def prefetch_sweep(eng: Any, lib: str, workload: Workload, exact: list[list[int]], limits: Sequence[int],
+                   pages_per_pdf: int, prefix: str) -> dict[str, dict[str, float]]:
+    """``vector`` p50 and recall@10 with each first-stage candidate count (a searcher with
+    ``prefetch_limit`` changed, on the same library): what the exact stage costs per candidate
+    and what fewer candidates lose."""
+    from ragspine.retrieval import SearchRequest
+
+    out: dict[str, dict[str, float]] = {}
+    for limit in limits:
+        searcher = eng.searcher_for(eng.settings.model_copy(update={"prefetch_limit": limit}))
+        lat: list[float] = []
+        rec: list[float] = []
+        for i, text in enumerate(workload.texts):
+            req = SearchRequest(query=text, libraries=[lib], mode="vector", top_k=TOP_K)
+            t = time.perf_counter()
+            res = searcher.search(req)
+            lat.append((time.perf_counter() - t) * 1000)
+            got = {_hit_index(h, pages_per_pdf, prefix) for h in res.hits}
+            rec.append(len(got & set(exact[i])) / TOP_K)
+        out[str(limit)] = {"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "recall_at_10": float(np.mean(rec))}
     return out
 
 
@@ -610,6 +649,7 @@ def run_scale(
     baseline_queries: int = 2,
     store_only: int = 0,
     optimize: bool = False,
+    prefetch_sweep: Sequence[int] = (),
     data_dir: Path | None = None,
     settings_overrides: dict[str, Any] | None = None,
     log: Callable[..., None] = print,
@@ -636,10 +676,11 @@ def run_scale(
     try:
         if sizes:
             result["sizes"] = _run_pdf_sizes(sizes, workload, root / "pdf", pages_per_pdf, seed,
-                                             baseline_queries, settings_overrides, log, optimize)
+                                             baseline_queries, settings_overrides, log, optimize, prefetch_sweep)
             result["growth"] = _growth(result["sizes"])
         if store_only:
             result["store_only"] = _run_store_only(store_only, workload, root / "store_only", pages_per_pdf, seed,
+                                                   optimize,
                                                    baseline_queries, settings_overrides, log)
         result["machine"]["loadavg_end"] = list(os.getloadavg())
         try:
@@ -668,7 +709,8 @@ def _growth(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _run_pdf_sizes(sizes: list[int], workload: Workload, root: Path, pages_per_pdf: int, seed: int,
                    baseline_queries: int, overrides: dict[str, Any] | None,
-                   log: Callable[..., None], optimize: bool = False) -> list[dict[str, Any]]:
+                   log: Callable[..., None], optimize: bool = False,
+                   sweep: Sequence[int] = ()) -> list[dict[str, Any]]:
     from ragspine.engine import Engine
     from ragspine.models.modelset import ModelSet
 
@@ -725,6 +767,8 @@ def _run_pdf_sizes(sizes: list[int], workload: Workload, root: Path, pages_per_p
             row = _size_figures(n, prev, ingest_s, disk, disk_lib, mem0, mem)
             row["ingest_stages"] = stages
             row["page_vector_dtype"] = stored_dtype(eng, lib)
+            row["first_stage"] = eng.settings.page_pooling
+            row["prefetch_limit"] = eng.settings.prefetch_for(eng.settings.page_pooling)
             row["pages_ocr"] = ocr_pages
             row["pdf_generation_seconds"] = pdf_s
             if optimize:  # not part of ingest: Engine.ingest never builds the HNSW graphs itself
@@ -743,6 +787,8 @@ def _run_pdf_sizes(sizes: list[int], workload: Workload, root: Path, pages_per_p
             row["planted_in_exact_top10"] = planted_ok
             row["numpy_exhaustive_ms_per_query"] = numpy_s * 1000 / len(workload.texts)
             row["search"] = measure_search(eng, lib, workload, n, exact, pages_per_pdf, prefix, baseline_queries, log)
+            if sweep:
+                row["prefetch_sweep"] = prefetch_sweep(eng, lib, workload, exact, sweep, pages_per_pdf, prefix)
             rows.append(row)
             print_size(row, log)
     finally:
@@ -750,13 +796,14 @@ def _run_pdf_sizes(sizes: list[int], workload: Workload, root: Path, pages_per_p
     return rows
 
 
-def _run_store_only(n: int, workload: Workload, root: Path, pages_per_pdf: int, seed: int, baseline_queries: int,
+def _run_store_only(n: int, workload: Workload, root: Path, pages_per_pdf: int, seed: int, optimize: bool,
+                    baseline_queries: int,
                     overrides: dict[str, Any] | None, log: Callable[..., None]) -> dict[str, Any]:
     from ragspine.engine import Engine
     from ragspine.models.modelset import ModelSet
 
     root.mkdir(parents=True, exist_ok=True)
-    need = n * STORE_ONLY_BYTES_PER_PAGE
+    need = n * STORE_ONLY_BYTES_PER_PAGE[_settings(root, overrides).page_vector_dtype]
     free = shutil.disk_usage(root).free
     if need > 0.9 * free:
         msg = (f"--store-only {n}: needs ~{need / 1e9:.0f} GB of disk, {free / 1e9:.0f} GB free; skipped")
@@ -784,6 +831,12 @@ def _run_store_only(n: int, workload: Workload, root: Path, pages_per_pdf: int, 
         row = _size_figures(n, 0, write_s, disk, disk_bytes(root / "libraries"), mem0, memory_kb())
         row["page_vector_dtype"] = stored_dtype(eng, lib)
         row["write_stages"] = {k: {"seconds": v, "ms_per_page": v * 1000 / n} for k, v in timers.seconds.items()}
+        row["first_stage"] = eng.settings.page_pooling
+        row["prefetch_limit"] = eng.settings.prefetch_for(eng.settings.page_pooling)
+        if optimize:
+            t = time.perf_counter()
+            eng.store.optimize(lib)
+            row["optimize_seconds"] = time.perf_counter() - t
         scores, spent = exact_scores(workload, range(n))
         exact = top_k(scores)
         row["stored_vectors_checked"] = check_stored(eng, lib, workload, sorted({0, n // 2, n - 1}), pages_per_pdf,
@@ -814,6 +867,8 @@ def print_size(row: dict[str, Any], log: Callable[..., None], store_only: bool =
     if "optimize_seconds" in row:
         how += f", then store.optimize: {row['optimize_seconds']:.0f} s"
     log(f"\n== {row['pages']:,} pages ({how}); load average {os.getloadavg()[0]:.1f} ==")
+    if "first_stage" in row:
+        log(f"  first stage {row['first_stage']}, {row['prefetch_limit']} candidates to exact MaxSim")
     rate_label = "store write" if store_only else "ingest"
     log(f"  {rate_label:<24} {_f(row['ingest_pages_per_s']):>9} pages/s      target >= {T['ingest_pages_per_s']:.0f}"
         + ("" if store_only else "  (PDF, render, pool, BM25, thumbnails, store)"))
@@ -840,6 +895,9 @@ def print_size(row: dict[str, Any], log: Callable[..., None], store_only: bool =
         log(f"  baseline: store exhaustive MaxSim p50 {_f(b['p50_ms'])} ms vs fast-path store call "
             f"{_f(b['fast_store_p50_ms'])} ms: {_f(b['speedup'], '.1f')}x "
             f"({b['queries']} queries; agrees with numpy top-10: {_f(b['agrees_with_numpy_at_10'], '.2f')})")
+    for limit, f in (row.get("prefetch_sweep") or {}).items():
+        log(f"  {limit:>5} candidates        vector p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms, "
+            f"recall@10 {f['recall_at_10']:.3f}")
     log(f"  baseline: numpy brute-force MaxSim in RAM {row['numpy_exhaustive_ms_per_query']:.1f} ms per query "
         f"(all queries batched)")
 
@@ -892,19 +950,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                          "ingest itself never does) and search the optimized library")
     ap.add_argument("--page-dtype", choices=("float16", "float32"), default=None,
                     help="RAGSPINE_PAGE_VECTOR_DTYPE for the libraries (default: the setting's default)")
+    ap.add_argument("--pooling", choices=("muvera", "muvera_hnsw", "rowcol", "hierarchical", "none"), default=None,
+                    help="RAGSPINE_PAGE_POOLING, the first stage (default: the setting's default)")
+    ap.add_argument("--prefetch", type=int, default=None,
+                    help="RAGSPINE_PREFETCH_LIMIT: candidates the first stage hands to exact MaxSim")
+    ap.add_argument("--prefetch-sweep", default="",
+                    help="comma list of candidate counts: vector p50 and recall@10 with each, per size")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data-dir", type=Path, default=None, help="keep the data here (default: a temp dir, removed)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = ap.parse_args(argv)
     sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    overrides = {k: v for k, v in (("page_vector_dtype", args.page_dtype), ("page_pooling", args.pooling),
+                                   ("prefetch_limit", args.prefetch)) if v is not None}
     t0 = time.perf_counter()
     print(f"bench/scale.py: sizes {sizes or '-'}, {args.queries} queries, {args.pages_per_pdf} pages per PDF"
           + (f", store-only {args.store_only:,}" if args.store_only else "")
           + f"; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
     result = run_scale(sizes, n_queries=args.queries, pages_per_pdf=args.pages_per_pdf, seed=args.seed, run=args.run,
                        baseline_queries=args.baseline_queries, store_only=args.store_only, optimize=args.optimize,
+                       prefetch_sweep=[int(x) for x in args.prefetch_sweep.split(",") if x.strip()],
                        data_dir=args.data_dir,
-                       settings_overrides={"page_vector_dtype": args.page_dtype} if args.page_dtype else None,
+                       settings_overrides=overrides or None,
                        log=lambda *a: print(*a, flush=True))
     result["wall_seconds"] = time.perf_counter() - t0
     print_summary(result)

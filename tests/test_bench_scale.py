@@ -1,6 +1,7 @@
 """bench/scale.py at a tiny size: the figures it reports have the expected shape, its numpy
 exhaustive MaxSim top 10 is the brute force worked out here with ragspine's own ``maxsim``, and
-the fast path finds it all when the prefetch covers the whole library (40 pages < 200)."""
+the fast path finds it all when the first stage's candidates cover the whole library (40 pages <
+100, MUVERA's default)."""
 
 from __future__ import annotations
 
@@ -40,22 +41,26 @@ def test_workload_pages_are_unit_colpali_shaped_and_planted_pages_score_in_grade
 def test_tiny_run_reports_every_figure_and_recall_is_exact(tmp_path: Path) -> None:
     lines: list[str] = []
     result = sc.run_scale([N], n_queries=QUERIES, pages_per_pdf=PER_PDF, baseline_queries=1, store_only=N,
-                          data_dir=tmp_path / "data", settings_overrides=TINY, log=lambda *a: lines.append(" ".join(map(str, a))))
+                          optimize=True, prefetch_sweep=[10, 50], data_dir=tmp_path / "data", settings_overrides=TINY, log=lambda *a: lines.append(" ".join(map(str, a))))
     sc.print_summary(result, log=lambda *a: lines.append(" ".join(map(str, a))))
     json.dumps(result, default=float)  # what --json writes
 
     (row,) = result["sizes"]
     assert row["pages"] == N and row["pages_added"] == N and row["pages_ocr"] == 0
     assert row["ingest_pages_per_s"] > 0 and row["disk_kb_per_page"] > 0 and row["stored_vectors_checked"] >= 3
-    assert {"parse", "pool", "render thumbnail", "render model image", "store upsert"} <= set(row["ingest_stages"])
+    assert {"parse", "first stage (MUVERA / pool)", "render thumbnail", "render model image",
+            "store upsert"} <= set(row["ingest_stages"])
+    assert row["first_stage"] == "muvera" and row["prefetch_limit"] == 100 and row["optimize_seconds"] >= 0
     for mode in ("vector", "hybrid"):
         s = row["search"][mode]
         assert len(s["latencies_ms"]) == QUERIES and 0 < s["p50_ms"] <= s["p99_ms"]
         assert 0 < s["store_share"] <= 1
     assert row["search"]["store_exhaustive"]["agrees_with_numpy_at_10"] == 1.0
     assert row["planted_in_exact_top10"] == 1.0
-    # 40 pages < the 200-page prefetch: the fast path is exact, so recall@10 must be 1.
+    # 40 pages < the 100 candidates: the fast path is exact, so recall@10 must be 1.
     assert row["search"]["recall_at_10"] == 1.0
+    sweep = row["prefetch_sweep"]
+    assert set(sweep) == {"10", "50"} and sweep["50"]["recall_at_10"] == 1.0 and sweep["10"]["p50_ms"] > 0
 
     # The bench's exhaustive top 10 against a brute force over every page, query by query.
     w = sc.Workload(seed=0, n_queries=QUERIES, plant_within=N)
@@ -66,6 +71,6 @@ def test_tiny_run_reports_every_figure_and_recall_is_exact(tmp_path: Path) -> No
         assert row["exact_top10"][i] == brute
 
     so = result["store_only"]
-    assert so["pages"] == N and so["stored_vectors_checked"] >= 3
+    assert so["pages"] == N and so["stored_vectors_checked"] >= 3 and so["optimize_seconds"] >= 0
     assert so["search"]["recall_at_10"] == 1.0 and so["exact_top10"] == row["exact_top10"]
     assert any("summary" in line for line in lines) and any("recall@10" in line for line in lines)
