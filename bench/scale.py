@@ -124,7 +124,7 @@ NOISE = 0.5
 DEFAULT_SIZES = (1000, 5000, 20000)
 #: Estimated disk per page written by --store-only, by page vector type (full multivector +
 #: first stage + payload; measured 309 KB a page with float16).
-STORE_ONLY_BYTES_PER_PAGE = {"float16": 350_000, "float32": 650_000}
+STORE_ONLY_BYTES_PER_PAGE = {"int8": 220_000, "float16": 350_000, "float32": 650_000}
 
 TARGETS = {
     "vector_p50_ms": 50.0,  # at 20k pages
@@ -539,8 +539,9 @@ def check_stored(eng: Any, lib: str, workload: Workload, ks: Sequence[int], page
     many were checked. Raises when one differs (page order would not map to the seeds)."""
     from ragspine.catalog import PAGE_FULL, point_id
 
-    # Exact for float32 storage; float16 storage rounds a unit vector's components by ~5e-5.
-    atol = 1e-5 if stored_dtype(eng, lib) == "float32" else 1e-3
+    # Exact for float32 storage; float16 storage rounds a unit vector's components by ~5e-5,
+    # int8 by half a step of the token's scale (max |x| / 254: ~1.5e-3 for these vectors).
+    atol = {"float32": 1e-5, "float16": 1e-3}.get(stored_dtype(eng, lib), 5e-3)
     ids = {}
     for k in ks:
         doc_id = f"{prefix}{k // pages_per_pdf:05d}"
@@ -803,7 +804,7 @@ def _run_store_only(n: int, workload: Workload, root: Path, pages_per_pdf: int, 
     from ragspine.models.modelset import ModelSet
 
     root.mkdir(parents=True, exist_ok=True)
-    need = n * STORE_ONLY_BYTES_PER_PAGE[_settings(root, overrides).page_vector_dtype]
+    need = n * STORE_ONLY_BYTES_PER_PAGE[_settings(root, overrides).page_dtype]
     free = shutil.disk_usage(root).free
     if need > 0.9 * free:
         msg = (f"--store-only {n}: needs ~{need / 1e9:.0f} GB of disk, {free / 1e9:.0f} GB free; skipped")
@@ -948,7 +949,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--optimize", action="store_true",
                     help="call store.optimize after each size's ingest (builds the pooled field's HNSW graph; "
                          "ingest itself never does) and search the optimized library")
-    ap.add_argument("--page-dtype", choices=("float16", "float32"), default=None,
+    ap.add_argument("--page-dtype", choices=("int8", "float16", "float32"), default=None,
                     help="RAGSPINE_PAGE_VECTOR_DTYPE for the libraries (default: the setting's default)")
     ap.add_argument("--pooling", choices=("muvera", "muvera_hnsw", "rowcol", "hierarchical", "none"), default=None,
                     help="RAGSPINE_PAGE_POOLING, the first stage (default: the setting's default)")

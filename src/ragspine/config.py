@@ -182,11 +182,13 @@ class Settings(BaseSettings):
     #: Quantization of the full page multivectors (``scalar`` int8 or ``binary``), rescored
     #: with the originals; unset = none.
     page_quantization: Literal["scalar", "binary"] | None = None
-    #: How new libraries store their page multivectors (full and pooled): ``float16`` halves
-    #: the disk of a page (a ColPali page's 1,030 x 128 vectors: 264 KB instead of 527 KB) and
-    #: moves MaxSim in the 4th digit; ``float32`` keeps them exact. A library keeps the type it
-    #: was created with.
-    page_vector_dtype: Literal["float16", "float32"] = "float16"
+    #: How new libraries store their full page multivectors: ``int8`` (one byte a component
+    #: and a scale per token: 136 KB a ColPali page of 1,030 x 128, kept beside the embedded
+    #: shard and scored in numpy; MaxSim moves in the 3rd digit), ``float16`` (264 KB, 4th
+    #: digit) or ``float32`` (527 KB, exact). Unset = ``int8`` on the embedded store,
+    #: ``float16`` on a Qdrant server (which has no int8 multivectors). First-stage copies are
+    #: float16 with int8 or float16. A library keeps the type it was created with.
+    page_vector_dtype: Literal["int8", "float16", "float32"] | None = None
     #: Pages the first stage hands to exact MaxSim on the full multivectors (~0.3 ms each on
     #: 2 cores); the visual channel ranks at most these (and at least what the answer needs:
     #: top_k, rerank depth). Unset = auto: 100 for a MUVERA first stage, 200 for a pooled one
@@ -297,6 +299,21 @@ class Settings(BaseSettings):
     def _one_bm25_channel(self) -> "Settings":
         if self.bm25_chunk_weight == 0 and self.bm25_page_weight == 0:
             raise ValueError("bm25_chunk_weight and bm25_page_weight cannot both be 0")
+        return self
+
+    @property
+    def page_dtype(self) -> str:
+        """``page_vector_dtype``, or its default for the configured store when unset."""
+        return self.page_vector_dtype or ("float16" if self.qdrant_url else "int8")
+
+    @model_validator(mode="after")
+    def _page_dtype(self) -> "Settings":
+        if self.page_vector_dtype == "int8" and self.qdrant_url:
+            raise ValueError("page_vector_dtype int8 needs the embedded store (int8 page vectors are kept "
+                             "beside its shards); with qdrant_url use float16 or float32")
+        if self.page_dtype == "int8" and self.page_quantization is not None:
+            raise ValueError(f"page_quantization {self.page_quantization} adds a quantized copy of float "
+                             "page vectors; with page_vector_dtype int8 the int8 codes are what is scored")
         return self
 
     def prefetch_for(self, first_stage: str | None) -> int:

@@ -96,13 +96,24 @@ def colpali_dir(tiny_model_dir: Callable[[str], Path]) -> Path:
     return tiny_model_dir("colpali")
 
 
-@pytest.mark.parametrize("pooling", ["muvera", "muvera_hnsw", "rowcol"])
+def _i8(x: np.ndarray) -> np.ndarray:
+    """A page as int8 storage returns it: each token rounded to 255 levels of its largest
+    magnitude (one symmetric scale per token)."""
+    x = np.asarray(x, dtype=np.float32)
+    step = np.abs(x).max(axis=1, keepdims=True) / 127
+    return (np.clip(np.rint(x / step), -127, 127) * step).astype(np.float32)
+
+
+@pytest.mark.parametrize(("pooling", "dtype"), [("muvera", None), ("muvera_hnsw", None), ("rowcol", None),
+                                                ("muvera", "float16")])
 @pytest.mark.parametrize("family", PAGE_FAMILIES)
 def test_ingest_stores_the_models_page_vectors_and_vector_search_ranks_by_maxsim(
-    family: str, pooling: str, tiny_model_dir: Callable[[str], Path], data_dir: Path, pdf_bytes: bytes
+    family: str, pooling: str, dtype: str | None, tiny_model_dir: Callable[[str], Path], data_dir: Path,
+    pdf_bytes: bytes
 ) -> None:
     folder = tiny_model_dir(family)
-    eng = Engine(_settings(data_dir, page_model=str(folder), page_pooling=pooling))
+    extra = {"page_vector_dtype": dtype} if dtype else {}
+    eng = Engine(_settings(data_dir, page_model=str(folder), page_pooling=pooling, **extra))
     first = PAGE_FDE if pooling.startswith("muvera") else PAGE_POOLED
     try:
         assert eng.models.page is not None, eng.models.errors
@@ -111,7 +122,10 @@ def test_ingest_stores_the_models_page_vectors_and_vector_search_ranks_by_maxsim
         assert rec.encoders[PAGE_FULL]["dim"] == 128
         assert rec.encoders[first]["pooling"] == pooling
         assert set(rec.encoders) & {PAGE_FDE, PAGE_POOLED} == {first}
-        assert rec.encoders[PAGE_FULL]["datatype"] == rec.encoders[first]["datatype"] == "float16"
+        # Embedded default: int8 full vectors (a column beside the shard), a float16 first stage.
+        assert rec.encoders[PAGE_FULL]["datatype"] == (dtype or "int8")
+        assert rec.encoders[first]["datatype"] == "float16"
+        assert (data_dir / "libraries" / "lib" / "columns" / f"{PAGE_FULL}.sqlite").exists() == (dtype is None)
         res = eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
         assert res.status == "indexed" and res.pages_indexed == 4
 
@@ -121,11 +135,12 @@ def test_ingest_stores_the_models_page_vectors_and_vector_search_ranks_by_maxsim
         ids = [point_id("q3", res.version, n, "page") for n in range(1, 5)]
         full = eng.store.retrieve_vectors("lib", ids, PAGE_FULL)
         pooled = eng.store.retrieve_vectors("lib", ids, first)
-        def f16(x: np.ndarray) -> np.ndarray:  # the library stores float16 (page_vector_dtype)
+        def f16(x: np.ndarray) -> np.ndarray:  # first stages are stored float16
             return np.asarray(x, dtype=np.float16).astype(np.float32)
 
+        stored = _i8 if dtype is None else f16
         for pid, enc in zip(ids, expected):
-            np.testing.assert_allclose(full[pid], f16(enc.vectors), rtol=2e-3, atol=1e-4)
+            np.testing.assert_allclose(full[pid], stored(enc.vectors), rtol=2e-3, atol=1e-4)
             if pooling.startswith("muvera"):  # fastembed's defaults, computed by fastembed where it is installed
                 want = _reference_fde(enc.vectors)
                 assert pooled[pid].shape == (10_240,)
@@ -136,7 +151,7 @@ def test_ingest_stores_the_models_page_vectors_and_vector_search_ranks_by_maxsim
 
         query = "quarterly sales by region"
         q = ref.encode_queries([query])[0]
-        want_scores = [np_maxsim(q, f16(e.vectors)) for e in expected]
+        want_scores = [np_maxsim(q, stored(e.vectors)) for e in expected]
         want_order = [n for _, n in sorted(zip(want_scores, range(1, 5)), key=lambda t: (-t[0], t[1]))]
         out = eng.search({"query": query, "libraries": ["lib"], "mode": "vector", "top_k": 4})
         assert out.mode == "vector" and not out.degraded
@@ -404,9 +419,10 @@ def test_similarity_map_explains_the_visual_score(colpali_dir: Path, data_dir: P
         sm = eng.similarity_map("lib", "q3", 2, query)
         rows, cols = enc.grid
         assert (sm.rows, sm.cols) == (rows, cols)
-        want = (q @ enc.patch_grid().reshape(rows * cols, -1).T).reshape(len(q), rows, cols)
+        stored = _i8(enc.vectors)  # the library keeps int8 page vectors (the embedded default)
+        want = (q @ stored[np.asarray(enc.image_mask, dtype=bool)].T).reshape(len(q), rows, cols)
         np.testing.assert_allclose(sm.per_token, want, rtol=1e-4, atol=1e-4)
-        assert sm.score == pytest.approx(np_maxsim(q, enc.vectors), rel=1e-4)
+        assert sm.score == pytest.approx(np_maxsim(q, stored), rel=1e-4)
         assert sum(c["value"] for c in sm.contributions) == pytest.approx(sm.score, rel=1e-5)
         hit = [h for h in eng.search({"query": query, "libraries": ["lib"], "mode": "vector"}).hits if h.page == 2][0]
         assert hit.scores["visual"] == pytest.approx(sm.score, rel=1e-4)
@@ -466,8 +482,8 @@ def test_precomputed_page_vectors_cover_exactly_the_kept_pages(colpali_dir: Path
         assert res.pages_indexed == 2 and spy.pages_seen == 0  # nothing encoded by the engine
         ids = {n: point_id("d", res.version, n, "page") for n in (1, 3)}
         got = eng.store.retrieve_vectors("lib", list(ids.values()), PAGE_FULL)
-        for n, pid in ids.items():  # exactly the given vectors, as float16 (page_vector_dtype)
-            np.testing.assert_array_equal(got[pid], enc[n].vectors.astype(np.float16).astype(np.float32))
+        for n, pid in ids.items():  # exactly the given vectors, as int8 storage keeps them
+            np.testing.assert_allclose(got[pid], _i8(enc[n].vectors), rtol=0, atol=1e-7)
     finally:
         eng.close()
 

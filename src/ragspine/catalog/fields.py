@@ -58,10 +58,13 @@ def library_fields(settings: Settings, models: ModelSet) -> tuple[tuple[DenseFie
     if models.page is not None:
         ident = identity(models.page)
         pooling = settings.page_pooling
-        dtype = settings.page_vector_dtype
+        full = settings.page_dtype
         fields.append(DenseField(PAGE_FULL, ident["dim"], multivector=True, hnsw=False,
-                                 quantization=settings.page_quantization, datatype=dtype))
-        encoders[PAGE_FULL] = {**ident, "quantization": settings.page_quantization, "datatype": dtype}
+                                 quantization=settings.page_quantization, datatype=full))
+        encoders[PAGE_FULL] = {**ident, "quantization": settings.page_quantization, "datatype": full}
+        # The first stage's copy is float16 under int8 full vectors: Qdrant scans it (int8 is
+        # ragspine's own column format, not a Qdrant datatype).
+        dtype = "float16" if full == "int8" else full
         if pooling in MUVERA_STAGES:
             # One encoding per page, scored by inner product (MUVERA approximates MaxSim by it;
             # a cosine would rescale every page). ``muvera``: no graph, an int8 copy in RAM

@@ -56,8 +56,12 @@ Quantization = Literal["scalar", "binary"]
 QUANTIZATIONS: tuple[str, ...] = ("scalar", "binary")
 #: How a dense field's original vectors are stored: float16 halves a page multivector's disk
 #: (1,030 x 128 ColPali tokens: 264 KB instead of 527 KB); MaxSim changes in the 4th digit.
-Datatype = Literal["float32", "float16"]
-DATATYPES: tuple[str, ...] = ("float32", "float16")
+#: ``int8`` (multivectors only, embedded store only): one byte a component and a float32 scale
+#: per token (136 KB a ColPali page), kept by ragspine beside the shard and scored in numpy
+#: (:mod:`ragspine.store.columns`); MaxSim moves by at most half a step a component
+#: (``scoring.multivector.int8_error_bound``).
+Datatype = Literal["float32", "float16", "int8"]
+DATATYPES: tuple[str, ...] = ("float32", "float16", "int8")
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,9 @@ class DenseField:
         if self.datatype not in DATATYPES:
             raise ValueError(f"dense field '{self.name}': datatype must be one of {DATATYPES}, "
                              f"got {self.datatype!r}")
+        if self.datatype == "int8" and (not self.multivector or self.quantization is not None):
+            raise ValueError(f"dense field '{self.name}': int8 storage is for multivectors without "
+                             "a quantized copy (the int8 codes are what is scored)")
         if self.distance not in (None, "cosine", "dot"):
             raise ValueError(f"dense field '{self.name}': distance must be 'cosine' or 'dot', got {self.distance!r}")
         if self.quantization is not None and self.quantization not in QUANTIZATIONS:

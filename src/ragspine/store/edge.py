@@ -3,6 +3,11 @@
 One Edge shard per library under ``<data_dir>/libraries/<name>/shard``. Measured on the
 development machines it reopens in ~0.5 s and runs pooled MaxSim 3–8x faster than
 qdrant-client's pure-Python local mode, which is why it is the default (docs/measured.md).
+
+A multivector field of datatype ``int8`` is not in the shard: it is a
+:class:`~ragspine.store.columns.MultivectorColumn` under ``<name>/columns/<field>.sqlite``,
+written before the shard on every upsert and deleted with the shard's points. A search on it
+asks the shard for the first stage's candidates (filters included) and scores them in numpy.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import qdrant_edge as qe
 
 from ragspine.errors import LibraryNotFoundError, StoreError
 from ragspine.scoring.bm25 import SparseVector
+from ragspine.store.columns import MultivectorColumn
 from ragspine.store._qdrant import Condition, full_stage_params, hnsw_params, where_conditions
 from ragspine.store.base import (
     DEFAULT_PREFETCH_LIMIT,
@@ -131,6 +137,8 @@ class EdgeStore:
         self._shards: dict[str, qe.EdgeShard] = {}
         #: Dense vector field names per library, read once from the shard's config.
         self._dense_names: dict[str, frozenset[str]] = {}
+        #: int8 multivector fields per library (store.columns), opened with the shard.
+        self._columns: dict[str, dict[str, MultivectorColumn]] = {}
         self._lock = threading.RLock()
 
     # -- collections --------------------------------------------------------------------------
@@ -143,6 +151,8 @@ class EdgeStore:
         sparse: dict[str, qe.EdgeSparseVectorParams] = {}
         if spec is not None:
             for f in spec.dense:
+                if f.datatype == "int8":
+                    continue  # a column beside the shard (create_collection)
                 vectors[f.name] = qe.EdgeVectorParams(
                     size=f.size,
                     distance=qe.Distance.Dot if f.dot else qe.Distance.Cosine,
@@ -180,13 +190,36 @@ class EdgeStore:
             if d.exists():
                 raise StoreError(f"library '{name}' already exists in {d.parent}")
             d.mkdir(parents=True)
+            cols: dict[str, MultivectorColumn] = {}
             try:
+                for f in spec.dense:
+                    if f.datatype == "int8":
+                        cols[f.name] = MultivectorColumn(self._columns_dir(name) / f"{f.name}.sqlite", dim=f.size)
                 shard = qe.EdgeShard.create(str(d), self._config(spec))
                 _ensure_indexes(shard)
                 self._shards[name] = shard
+                self._columns[name] = cols
             except Exception as exc:
+                for c in cols.values():
+                    c.close()
                 shutil.rmtree(d.parent, ignore_errors=True)
                 raise StoreError(f"could not create library '{name}': {exc}") from exc
+
+    def _columns_dir(self, name: str) -> Path:
+        return self.root / name / "columns"
+
+    def _cols(self, name: str) -> dict[str, MultivectorColumn]:
+        """The library's int8 multivector columns (empty for a library without any)."""
+        cols = self._columns.get(name)
+        if cols is not None:
+            return cols
+        self._shard(name)  # LibraryNotFoundError / in use, as for any access
+        with self._lock:
+            cols = self._columns.get(name)
+            if cols is None:
+                cols = {p.stem: MultivectorColumn(p) for p in sorted(self._columns_dir(name).glob("*.sqlite"))}
+                self._columns[name] = cols
+            return cols
 
     def _shard(self, name: str) -> qe.EdgeShard:
         shard = self._shards.get(name)
@@ -214,6 +247,8 @@ class EdgeStore:
     def drop_collection(self, name: str) -> None:
         with self._lock:
             self._dense_names.pop(name, None)
+            for c in self._columns.pop(name, {}).values():
+                c.close()
             shard = self._shards.pop(name, None)
             if shard is not None:
                 shard.close()
@@ -240,6 +275,14 @@ class EdgeStore:
         if not points:
             return
         shard = self._shard(name)
+        cols = self._cols(name)
+        if cols:
+            # Columns first: a point the shard has always has its vectors; vectors whose shard
+            # write failed are found by no search and removed by optimize().
+            for fname, col in cols.items():
+                col.put([(p.id, p.dense[fname]) for p in points if fname in p.dense])
+            points = [PointData(p.id, p.payload, p.sparse, {k: v for k, v in p.dense.items() if k not in cols})
+                      for p in points]
         pts = [qe.Point(p.id, self._vector(p), p.payload) for p in points]
         shard.update(qe.UpdateOperation.upsert_points(pts))
 
@@ -259,7 +302,11 @@ class EdgeStore:
         flt = compile_where(where)
         if flt is None:
             raise ValueError("refusing to delete with an empty filter")
+        cols = self._cols(name)
+        ids = [r.id for r in self.scroll(name, where, fields=[])] if cols else []
         self._shard(name).update(qe.UpdateOperation.delete_points_by_filter(flt))
+        for col in cols.values():
+            col.delete(ids)
 
     def put_if(self, name: str, point: PointData, expect: Mapping[str, str | int] | None) -> bool:
         """One process owns an Edge shard, so the check and the write are made one under this
@@ -278,6 +325,8 @@ class EdgeStore:
     def delete_ids(self, name: str, ids: Sequence[str]) -> None:
         if ids:
             self._shard(name).update(qe.UpdateOperation.delete_points(list(ids)))
+            for col in self._cols(name).values():
+                col.delete(ids)
 
     def retrieve(self, name: str, ids: Sequence[str], *, fields: Fields = None) -> list[Record]:
         recs = self._shard(name).retrieve(list(ids), with_payload=_with_payload(fields), with_vector=False)
@@ -292,7 +341,7 @@ class EdgeStore:
             self._shard(name)  # LibraryNotFoundError for an unknown library
             try:
                 cfg = json.loads((self._dir(name) / "edge_config.json").read_text(encoding="utf-8"))
-                names = frozenset(cfg.get("vectors") or {})
+                names = frozenset(cfg.get("vectors") or {}) | frozenset(self._cols(name))
             except (OSError, ValueError) as exc:
                 raise StoreError(f"could not read the vector config of library '{name}': {exc}") from exc
             self._dense_names[name] = names
@@ -304,6 +353,9 @@ class EdgeStore:
             raise ValueError(f"library '{name}' has no dense vector field '{field}'")
         if not ids:
             return {}
+        col = self._cols(name).get(field)
+        if col is not None:
+            return col.get(ids)
         # Reads the stored originals: a quantized field keeps them beside the quantized copy.
         recs = shard.retrieve(list(ids), with_payload=False, with_vector=[field])
         out: dict[str, np.ndarray] = {}
@@ -394,6 +446,11 @@ class EdgeStore:
     ) -> list[Hit]:
         q = check_query_multivector(query)  # (nq, d)
         fetch = limit + TIE_OVERFETCH
+        col = self._cols(name).get(full_field)
+        if col is not None:
+            return self._search_column(name, col, q, where, limit, pooled_field=pooled_field,
+                                       prefetch_query=prefetch_query, prefetch_limit=max(prefetch_limit, fetch),
+                                       hnsw_ef=hnsw_ef, fields=fields)
         full_params = _full_stage_params(oversampling)
         flt = compile_where(where)
         with_payload = _with_payload(fields)
@@ -427,6 +484,40 @@ class EdgeStore:
             )
         return sort_hits(self._hits(name, req), limit)
 
+    def _search_column(
+        self,
+        name: str,
+        col: MultivectorColumn,
+        q: list[list[float]],
+        where: Where,
+        limit: int,
+        *,
+        pooled_field: str | None,
+        prefetch_query: Sequence[float] | None,
+        prefetch_limit: int,
+        hnsw_ef: int | None,
+        fields: Fields,
+    ) -> list[Hit]:
+        """MaxSim on an int8 column: the shard's first stage picks the candidates (with the
+        filter), the column scores them exactly; without a first stage every page the filter
+        lets through is scored."""
+        if pooled_field is None:
+            cands = [Hit(r.id, 0.0, r.payload) for r in self.scroll(name, where, fields=fields)]
+        else:
+            pre = check_query_vector(prefetch_query) if prefetch_query is not None else q
+            cands = self._hits(name, qe.QueryRequest(
+                limit=prefetch_limit,
+                query=qe.Query.Nearest(pre, using=pooled_field),
+                filter=compile_where(where),
+                with_payload=_with_payload(fields),
+                params=qe.SearchParams(hnsw_ef=hnsw_ef, quantization=qe.QuantizationSearchParams(
+                    rescore=True, oversampling=FDE_OVERSAMPLING if prefetch_query is not None else None)),
+            ))
+        scores = col.maxsim(np.asarray(q, dtype=np.float32), [h.id for h in cands])
+        # A candidate without vectors in the column (a point written without this field) is
+        # not a visual match, as in the shard's MaxSim.
+        return sort_hits([Hit(h.id, scores[h.id], h.payload) for h in cands if h.id in scores], limit)
+
     def _hits(self, name: str, req: qe.QueryRequest) -> list[Hit]:
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in self._shard(name).query(req)]
 
@@ -437,6 +528,12 @@ class EdgeStore:
         shard = self._shard(name)
         shard.optimize()
         shard.flush()
+        cols = self._cols(name)
+        if cols:
+            live = [r.id for r in self.scroll(name, Where(), fields=[])]
+            for col in cols.values():
+                if stale := col.keep_only(live):
+                    logger.info("library %s: removed %d orphaned page vectors", name, stale)
 
     def flush(self, name: str) -> None:
         self._shard(name).flush()
@@ -450,3 +547,7 @@ class EdgeStore:
                 except Exception:  # best effort: every commit point already flushed (no WAL)
                     logger.exception("closing an Edge shard failed")
             self._shards.clear()
+            for cols in self._columns.values():
+                for c in cols.values():
+                    c.close()
+            self._columns.clear()

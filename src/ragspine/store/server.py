@@ -198,6 +198,12 @@ class ServerStore:
         c = self._c(name)
         if self._exists(c):
             raise StoreError(f"library '{name}' already exists on the Qdrant server")
+        for f in spec.dense:
+            if f.datatype == "int8":
+                # Replicas share the server's vectors; int8 columns live beside an embedded
+                # shard (store.columns), so a server library keeps float16 or float32.
+                raise StoreError(f"library '{name}': field '{f.name}' asks for int8 vectors, which only "
+                                 "the embedded store keeps; use float16 (RAGSPINE_PAGE_VECTOR_DTYPE)")
         vectors = {
             f.name: models.VectorParams(
                 size=f.size,
