@@ -194,6 +194,12 @@ class Settings(BaseSettings):
     #: top_k, rerank depth). Unset = auto: 100 for a MUVERA first stage, 200 for a pooled one
     #: (docs/visual-scale.md has the recall and latency of each).
     prefetch_limit: int | None = Field(default=None, ge=10, le=10_000)
+    #: Where the exact stage scores int8 page vectors (embedded store): ``auto`` (a CUDA GPU
+    #: when torch sees one, else numpy on the CPU), ``numpy``, or a torch device (``cuda:1``).
+    #: On a device every page of a library is kept there as float16 (2 bytes a component: 26 GB
+    #: for 100,000 ColPali pages), built in the background; a library over 60% of the free
+    #: device memory stays on the CPU, and so do searches until the copy is built.
+    exact_device: str = "auto"
     #: Dense text model over passages (sentence-transformers id or folder; ``all-MiniLM-L6-v2``
     #: comes from its PyPI package offline). Unset = no dense channel.
     dense_model: str | None = None

@@ -273,9 +273,9 @@ def test_rescore_recall() -> None:
 @pytest.mark.parametrize(("block", "convert"), [(None, None), (64, 7)])
 def test_maxsim_int8_is_maxsim_of_the_dequantized_pages(monkeypatch: pytest.MonkeyPatch, block: int | None,
                                                         convert: int | None) -> None:
-    """Pages of 1-50 tokens scored as one product; with tiny blocks (64 similarities, 7 tokens
-    converted at a time) page boundaries fall inside conversion blocks and a page longer than
-    a similarity block is scored alone."""
+    """Pages of 1-50 tokens; with tiny blocks (64 similarities, 7 tokens converted at a time)
+    pages longer than a conversion block or a similarity block are converted and scored
+    alone, and the rest several to a block."""
     import ragspine.scoring.multivector as mv
 
     if block is not None:
@@ -284,16 +284,14 @@ def test_maxsim_int8_is_maxsim_of_the_dequantized_pages(monkeypatch: pytest.Monk
     rng = np.random.default_rng(5)
     pages = [rng.normal(size=(int(rng.integers(1, 50)), 8)).astype(np.float32) for _ in range(30)]
     quant = [mv.quantize_int8(p) for p in pages]
-    codes = np.concatenate([x.codes for x in quant])
-    scale = np.concatenate([x.scale.reshape(-1) for x in quant])
     q = rng.normal(size=(3, 8)).astype(np.float32)
-    got = mv.maxsim_int8(q, codes, scale, [len(p) for p in pages])
+    got = mv.maxsim_int8(q, [(x.codes, x.scale.reshape(-1)) for x in quant])
     want = [float((q @ (x.codes.astype(np.float64) * x.scale).T).max(axis=1).sum()) for x in quant]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert mv.maxsim_int8(q, codes[:0], scale[:0], []).shape == (0,)
+    assert mv.maxsim_int8(q, []).shape == (0,)
     with pytest.raises(ValueError, match="must be int8"):
-        mv.maxsim_int8(q, codes.astype(np.float32), scale, [len(p) for p in pages])
-    with pytest.raises(ValueError, match="do not match"):
-        mv.maxsim_int8(q, codes, scale, [len(p) for p in pages][:-1])
-    with pytest.raises(ValueError, match="do not match"):
-        mv.maxsim_int8(q, codes, scale, [0] + [len(p) for p in pages])
+        mv.maxsim_int8(q, [(quant[0].codes.astype(np.float32), quant[0].scale.reshape(-1))])
+    with pytest.raises(ValueError, match="must be int8"):
+        mv.maxsim_int8(q, [(quant[0].codes[:0], quant[0].scale.reshape(-1)[:0])])
+    with pytest.raises(ValueError, match="scales of shape"):
+        mv.maxsim_int8(q, [(quant[0].codes, quant[0].scale.reshape(-1)[1:])])

@@ -9,6 +9,7 @@ rounding.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import uuid
 from pathlib import Path
@@ -190,3 +191,30 @@ def test_page_vector_dtype_default_follows_the_store(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="the int8 codes are what is scored"):
         Settings(data_dir=tmp_path, page_quantization="scalar")
     assert Settings(data_dir=tmp_path, page_quantization="scalar", page_vector_dtype="float16").page_quantization
+
+
+def test_rewrite_drops_garbage_and_a_crash_leaves_nothing_behind(tmp_path: Path) -> None:
+    rng = np.random.default_rng(12)
+    ps = [exact_page(rng, 10) for _ in range(8)]
+    col = MultivectorColumn(tmp_path / "f.sqlite", dim=D)
+    col.put([(pid(i), p) for i, p in enumerate(ps)])
+    q = rng.normal(size=(2, D)).astype(np.float32)
+    want = {pid(i): float(maxsim_many(q, [p])[0]) for i, p in enumerate(ps)}
+    assert col.keep_only([pid(i) for i in range(8)]) == 0
+    assert (tmp_path / "f.0.codes").stat().st_size == 80 * D  # under a quarter garbage: kept as is
+    assert col.keep_only([pid(i) for i in range(5)]) == 3  # 30 of 80 tokens garbage: rewritten
+    assert not (tmp_path / "f.0.codes").exists() and (tmp_path / "f.1.codes").stat().st_size == 50 * D
+    got = col.maxsim(q, [pid(i) for i in range(8)])
+    assert got == pytest.approx({k: v for k, v in want.items() if k in got}) and len(got) == 5
+    # A crash mid-rewrite leaves a generation the index does not name; one between the data and
+    # the index write leaves an unreferenced tail. Reopening removes the first and appends
+    # after the second.
+    (tmp_path / "f.2.codes").write_bytes(b"\1" * 64)
+    os.truncate(tmp_path / "f.1.codes", 50 * D + 3 * D)
+    col.close()
+    again = MultivectorColumn(tmp_path / "f.sqlite")
+    assert not (tmp_path / "f.2.codes").exists()
+    again.put([(pid(9), ps[7])])
+    assert again.maxsim(q, [pid(9), pid(0)]) == pytest.approx({pid(9): want[pid(7)], pid(0): want[pid(0)]})
+    assert again.token_count() == 60 and len(again) == 6
+    again.close()

@@ -108,49 +108,55 @@ INT8_CONVERT_BLOCK = 4096
 
 def maxsim_int8(
     q: npt.ArrayLike,
-    codes: npt.NDArray[np.int8],
-    scale: npt.NDArray[np.float32],
-    lengths: Sequence[int] | npt.NDArray[np.int64],
+    pages: Sequence[tuple[npt.NDArray[np.int8], npt.NDArray[np.float32]]],
 ) -> npt.NDArray[np.float64]:
     """:func:`maxsim_many` of pages stored as int8 codes with one scale per token, as matrix
     products.
 
-    ``codes`` ``(T, d)`` holds the tokens of all pages back to back, ``scale`` ``(T,)`` their
-    scales (token ``t`` is ``codes[t] * scale[t]``), ``lengths`` the token count of each page.
-    The query is multiplied with the codes (converted to float32 a cache-sized block at a time
-    into one reused buffer), each column is scaled (``<q, c * s> = s <q, c>``), and the
-    per-page maximum is one ``np.maximum.reduceat``. The scores are :func:`maxsim_many` of the
-    dequantized pages up to float32 rounding (a test holds them to it).
+    Each page is ``(codes, scale)``: ``codes`` ``(n, d)`` int8 and ``scale`` ``(n,)``, token
+    ``t`` being ``codes[t] * scale[t]``. The codes may be views of a memory map: they are read
+    once, converted to float32 straight into a reused block of ``INT8_CONVERT_BLOCK`` tokens
+    (several pages, or one longer page), and the block is multiplied with the query while it is
+    in cache. Each column is then scaled (``<q, c * s> = s <q, c>``) and the per-page maximum
+    is one ``np.maximum.reduceat``. The scores are :func:`maxsim_many` of the dequantized pages
+    up to float32 rounding (a test holds them to it).
     """
     qa = _as_2d("query", q)  # (nq, d)
-    c = np.asarray(codes)
-    s = np.asarray(scale, dtype=np.float32).reshape(-1)  # (T,)
-    n = np.asarray(lengths, dtype=np.int64).reshape(-1)  # (n_pages,)
-    if c.dtype != np.int8 or c.ndim != 2 or c.shape[1] != qa.shape[1]:
-        raise ValueError(f"codes must be int8 (tokens, {qa.shape[1]}), got {c.dtype} {c.shape}")
-    if s.shape[0] != c.shape[0] or int(n.sum()) != c.shape[0] or (n < 1).any():
-        raise ValueError(f"{c.shape[0]} tokens, {s.shape[0]} scales and page lengths summing to "
-                         f"{int(n.sum())} (each >= 1) do not match")
-    out = np.empty(len(n), dtype=np.float64)  # (n_pages,)
-    if not len(n):
+    d = qa.shape[1]
+    lengths = np.empty(len(pages), dtype=np.int64)  # (n_pages,)
+    for i, (c, sc) in enumerate(pages):
+        if c.dtype != np.int8 or c.ndim != 2 or c.shape[1] != d or not c.shape[0]:
+            raise ValueError(f"page {i}: codes must be int8 (tokens >= 1, {d}), got {c.dtype} {c.shape}")
+        if np.shape(sc) != (c.shape[0],):
+            raise ValueError(f"page {i}: {c.shape[0]} tokens but scales of shape {np.shape(sc)}")
+        lengths[i] = c.shape[0]
+    out = np.empty(len(pages), dtype=np.float64)  # (n_pages,)
+    if not len(pages):
         return out
-    ends = np.cumsum(n)  # (n_pages,)
+    buf = np.empty((max(INT8_CONVERT_BLOCK, int(lengths.max())), d), dtype=np.float32)
     per_block = max(1, MAXSIM_BLOCK // qa.shape[0])  # page tokens per similarity block
-    buf = np.empty((min(INT8_CONVERT_BLOCK, c.shape[0]), c.shape[1]), dtype=np.float32)
     first = 0
-    while first < len(n):
-        t0 = int(ends[first - 1]) if first else 0
-        # Pages [first, last) whose tokens fit one block (at least one page).
-        last = max(first + 1, int(np.searchsorted(ends, t0 + per_block, side="right")))
-        t1 = int(ends[last - 1])
-        sim = np.empty((qa.shape[0], t1 - t0), dtype=np.float32)  # (nq, tokens)
-        for a in range(t0, t1, INT8_CONVERT_BLOCK):
-            b = min(a + INT8_CONVERT_BLOCK, t1)
-            block = buf[: b - a]
-            np.copyto(block, c[a:b], casting="unsafe")
-            np.matmul(qa, block.T, out=sim[:, a - t0 : b - t0])
-        sim *= s[t0:t1]
-        starts = (np.concatenate(([t0], ends[first : last - 1])) - t0).astype(np.int64)
+    while first < len(pages):
+        # Pages [first, last): as many as fit one similarity block (at least one).
+        last, tokens = first, 0
+        while last < len(pages) and (last == first or tokens + lengths[last] <= per_block):
+            tokens += int(lengths[last])
+            last += 1
+        sim = np.empty((qa.shape[0], tokens), dtype=np.float32)  # (nq, tokens)
+        col = 0  # columns of sim filled
+        i = first
+        while i < last:
+            # Convert pages into the buffer until the next one would overflow it, then multiply.
+            fill = 0
+            while i < last and (fill == 0 or fill + lengths[i] <= INT8_CONVERT_BLOCK):
+                n = int(lengths[i])
+                np.copyto(buf[fill : fill + n], pages[i][0], casting="unsafe")
+                fill += n
+                i += 1
+            np.matmul(qa, buf[:fill].T, out=sim[:, col : col + fill])
+            col += fill
+        sim *= np.concatenate([np.asarray(pages[k][1], dtype=np.float32) for k in range(first, last)])
+        starts = np.concatenate(([0], np.cumsum(lengths[first : last - 1])))
         out[first:last] = np.maximum.reduceat(sim, starts, axis=1).sum(axis=0, dtype=np.float64)
         first = last
     return out

@@ -17,4 +17,4 @@ def open_store(settings: Settings) -> Store:
         return ServerStore.from_url(settings.qdrant_url, api_key=key)
     from ragspine.store.edge import EdgeStore
 
-    return EdgeStore(settings.data_dir, search_threads=settings.search_threads)
+    return EdgeStore(settings.data_dir, search_threads=settings.search_threads, exact_device=settings.exact_device)

@@ -13,7 +13,6 @@ Stores know nothing of PDFs or BM25; they move points and run the engine's searc
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -190,12 +189,16 @@ def stored_vector(field: str, value: Any) -> np.ndarray:
 
 def check_query_vector(query: Sequence[float]) -> list[float]:
     """One query vector as a list of floats; a clear error for an empty or non-finite one."""
-    v = [float(x) for x in query]
-    if not v:
-        raise ValueError("query vector is empty")
-    if not all(math.isfinite(x) for x in v):
+    # numpy, not a loop over floats: a MUVERA query encoding has 10,240 components (~4 ms).
+    try:
+        a = np.asarray(query, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"query vector must be a list of numbers ({exc})") from exc
+    if a.ndim != 1 or not a.size:
+        raise ValueError("query vector is empty" if not a.size else f"query vector must be 1-D, got shape {a.shape}")
+    if not np.isfinite(a).all():
         raise ValueError("query vector has a NaN or infinite component")
-    return v
+    return a.tolist()
 
 
 def check_query_multivector(query: Sequence[Sequence[float]]) -> list[list[float]]:

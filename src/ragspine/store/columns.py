@@ -1,29 +1,36 @@
-"""Page multivectors kept by ragspine beside an Edge shard: int8 codes, one scale per token, in
-SQLite, scored by :func:`~ragspine.scoring.multivector.maxsim_int8` in numpy.
+"""Page multivectors kept by ragspine beside an Edge shard: int8 codes with one scale per
+token, in flat files read through memory maps, scored by
+:func:`~ragspine.scoring.multivector.maxsim_int8` in numpy.
 
 Why not in the shard: Qdrant stores a multivector as float16 at best (264 KB a ColPali page of
-1,030 x 128), its int8 copies are extra to the originals, and its MaxSim rescoring of 100
-candidates cost ~45 ms at 20,000 pages on 2 cores (~0.45 ms a candidate, random reads of
-264 KB). Here a page is 132 KB of codes plus 4 KB of scales, and the exact stage reads the
-candidates' codes in one SQLite query (~5 ms for 100) and scores them as one matrix product
-(~10 ms). ``bench/scale.py`` measures both; docs/visual-scale.md has the figures.
+1,030 x 128), its int8 copies come on top of the originals, and its MaxSim rescoring of 100
+candidates cost ~45 ms at 20,000 pages on 2 cores. Here a page is 132 KB of codes plus 4 KB of
+scales, and the exact stage converts the candidates' codes from the page cache straight into
+the matrix product: no read into Python objects, no copy. (A first version kept the codes as
+SQLite blobs; reading 116 candidates and joining them cost ~25 ms a query, more than the
+product.) ``bench/scale.py`` measures it; docs/visual-scale.md has the figures.
 
-Why SQLite (the standard library's ``sqlite3``): it gives atomic batches, crash recovery and
-deletes that zero the freed bytes (``secure_delete``) for free; a hand-rolled append-only file
-would need its own journal and compaction to promise the same. Pages are ~136 KB blobs, so the
-database uses 64 KB pages (a blob spans 3 pages instead of 34; reading 100 candidates took
-4-7 ms against 9-18 ms with 4 KB pages).
+Layout, per field: ``<field>.sqlite`` (the index: ``id -> (start, n)`` token offsets, and the
+file generation), ``<field>.<gen>.codes`` (int8, ``dim`` bytes a token) and
+``<field>.<gen>.scale`` (float32 a token). Writes append to the data files, fsync them, then
+commit the index rows in one SQLite transaction: a crash leaves at worst unreferenced bytes.
+Deletes overwrite a page's bytes with zeros before its index row goes, so a deleted (or
+re-classified RESTRICTED) page leaves no vectors on disk. :meth:`keep_only` (run by the store's
+optimize) rewrites the live pages into the next generation when a quarter of the file is
+garbage; the index switches generation in the same transaction as the new offsets.
 
-One process owns a library's shard (Edge locks it), and so its columns: every write goes
-through this object. Readers use one connection per thread (WAL mode lets them read while a
-document is written).
+One process owns a library's shard (Edge locks it) and so its columns; writes hold this
+object's lock, reads take a snapshot of the index entries and the maps under it and then run
+unlocked.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,70 +38,117 @@ import numpy.typing as npt
 
 from ragspine.errors import StoreError
 from ragspine.scoring.multivector import maxsim_int8, quantize_int8
+from ragspine.store.resident import ResidentColumn
 
-#: Format of the column file; a file of another format is refused, not misread.
+logger = logging.getLogger(__name__)
+
+#: Format of the column; a column of another format is refused, not misread.
 COLUMN_FORMAT = 1
-_PAGE_SIZE = 65536
-#: SQLite binds at most 32,766 parameters per statement; ids are looked up in chunks of this.
+#: SQLite binds at most 32,766 parameters per statement; ids are deleted in chunks of this.
 _IN_CHUNK = 900
+#: :meth:`MultivectorColumn.keep_only` rewrites the files when this share of them is garbage.
+COMPACT_GARBAGE_SHARE = 0.25
+
+Row = tuple[str, int, bytes, bytes]  # (id, n_tokens, codes, scales)
 
 
 class MultivectorColumn:
     """One multivector field of one library: ``id -> (n_tokens, dim)`` int8 codes + scales."""
 
     def __init__(self, path: Path, dim: int | None = None) -> None:
-        """Open the column at ``path``; with ``dim``, create it (it must not exist)."""
+        """Open the column indexed at ``path`` (``<field>.sqlite``); with ``dim``, create it
+        (it must not exist)."""
         self.path = Path(path)
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._conns: list[sqlite3.Connection] = []
-        self._closed = False
-        if dim is not None:
-            if self.path.exists():
-                raise StoreError(f"vector column {self.path} already exists")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = self._conn()
-            with conn:
-                conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-                conn.executemany("INSERT INTO meta VALUES (?, ?)", [("format", COLUMN_FORMAT), ("dim", int(dim))])
-                conn.execute(
-                    "CREATE TABLE pages (id TEXT PRIMARY KEY, n INTEGER NOT NULL, codes BLOB NOT NULL, "
-                    "scale BLOB NOT NULL)"
-                )
-        elif not self.path.exists():
+        self._lock = threading.RLock()
+        #: The device copy scoring this column when one is attached and built (store.resident).
+        self.resident: ResidentColumn | None = None
+        if dim is not None and self.path.exists():
+            raise StoreError(f"vector column {self.path} already exists")
+        if dim is None and not self.path.exists():
             raise StoreError(f"vector column {self.path} is missing")
-        meta = dict(self._conn().execute("SELECT key, value FROM meta").fetchall())
-        if meta.get("format") != COLUMN_FORMAT:
-            raise StoreError(f"vector column {self.path} has format {meta.get('format')}, "
-                             f"this ragspine reads format {COLUMN_FORMAT}")
-        self.dim = int(meta["dim"])
-
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
-        if self._closed:
-            raise StoreError(f"vector column {self.path} is closed")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")  # takes effect on a new file only
-            conn.execute("PRAGMA journal_mode = WAL")
-            # Deleted pages are overwritten with zeros: a page deleted (or re-classified
-            # RESTRICTED) leaves no vectors in the file (docs/invariants.md).
-            conn.execute("PRAGMA secure_delete = ON")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA secure_delete = ON")  # deleted index rows are zeroed too
+            if dim is not None:
+                with self._txn():
+                    self._db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+                    self._db.executemany("INSERT INTO meta VALUES (?, ?)",
+                                         [("format", COLUMN_FORMAT), ("dim", int(dim)), ("gen", 0)])
+                    self._db.execute("CREATE TABLE pages (id TEXT PRIMARY KEY, start INTEGER NOT NULL, "
+                                     "n INTEGER NOT NULL)")
+            meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+            if meta.get("format") != COLUMN_FORMAT:
+                raise StoreError(f"vector column {self.path} has format {meta.get('format')}, "
+                                 f"this ragspine reads format {COLUMN_FORMAT}")
+            self.dim = int(meta["dim"])
+            self._gen = int(meta["gen"])
+            self._index: dict[str, tuple[int, int]] = {
+                pid: (int(s), int(n)) for pid, s, n in self._db.execute("SELECT id, start, n FROM pages")}
         except sqlite3.Error as exc:
             raise StoreError(f"could not open vector column {self.path}: {exc}") from exc
-        self._local.conn = conn
-        with self._lock:
-            self._conns.append(conn)
-        return conn
+        self._remove_other_generations()
+        self._open_files()
+        self._closed = False
+
+    # -- files ------------------------------------------------------------------------------
+
+    def _file(self, kind: str, gen: int) -> Path:
+        return self.path.with_name(f"{self.path.stem}.{gen}.{kind}")
+
+    def _remove_other_generations(self) -> None:
+        """Files of a generation the index does not name are what a crash during a rewrite
+        left (before or after its switch)."""
+        for p in self.path.parent.glob(f"{self.path.stem}.*.*"):
+            parts = p.name[len(self.path.stem) + 1:].split(".")
+            if len(parts) == 2 and parts[1] in ("codes", "scale") and parts[0] != str(self._gen):
+                p.unlink()
+
+    def _open_files(self) -> None:
+        self._fds = {k: os.open(self._file(k, self._gen), os.O_RDWR | os.O_CREAT, 0o644) for k in ("codes", "scale")}
+        # The end of the data in tokens: appends go after any unreferenced tail a crash left.
+        size = os.fstat(self._fds["codes"]).st_size // self.dim
+        self._end = max([size] + [s + n for s, n in self._index.values()])
+        self._maps: tuple[np.ndarray, np.ndarray] | None = None
+        self._mapped = 0
+
+    def _close_files(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+        self._maps, self._mapped = None, 0
+
+    def _view(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Maps of the data files covering every token written (lock held)."""
+        if self._end == 0:
+            return None
+        if self._maps is None or self._mapped < self._end:
+            codes = np.memmap(self._file("codes", self._gen), dtype=np.int8, mode="r", shape=(self._end, self.dim))
+            scale = np.memmap(self._file("scale", self._gen), dtype=np.float32, mode="r", shape=(self._end,))
+            self._maps, self._mapped = (codes, scale), self._end
+        return self._maps
+
+    def _write_at(self, start: int, codes: bytes, scale: bytes) -> None:
+        os.pwrite(self._fds["codes"], codes, start * self.dim)
+        os.pwrite(self._fds["scale"], scale, start * 4)
+
+    def _sync(self) -> None:
+        for fd in self._fds.values():
+            os.fsync(fd)
+
+    def _txn(self) -> "_Txn":
+        return _Txn(self._db)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"vector column {self.path} is closed")
 
     # -- writes -----------------------------------------------------------------------------
 
     def put(self, items: Sequence[tuple[str, npt.ArrayLike]]) -> None:
         """Store (or replace) the multivectors ``(n_tokens, dim)``, all or none."""
-        rows = []
+        rows: list[Row] = []
         for pid, vectors in items:
             v = np.asarray(vectors, dtype=np.float32)
             if v.ndim == 2 and v.shape[1] != self.dim:
@@ -105,94 +159,167 @@ class MultivectorColumn:
             rows.append((str(pid), int(q.codes.shape[0]), q.codes.tobytes(), q.scale.reshape(-1).tobytes()))
         if not rows:
             return
-        conn = self._conn()
         with self._lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany("INSERT OR REPLACE INTO pages (id, n, codes, scale) VALUES (?, ?, ?, ?)", rows)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            self._check_open()
+            start = self._end
+            spans: list[tuple[str, int, int]] = []
+            for pid, n, codes, scale in rows:
+                self._write_at(start, codes, scale)
+                spans.append((pid, start, n))
+                start += n
+            self._sync()  # the data is on disk before the index names it
+            with self._txn():
+                self._db.executemany("INSERT OR REPLACE INTO pages (id, start, n) VALUES (?, ?, ?)", spans)
+            self._end = start
+            replaced = [self._index[pid] for pid, _s, _n in spans if pid in self._index]
+            for pid, s, n in spans:
+                self._index[pid] = (s, n)
+            self._zero(replaced)
+            if self.resident is not None:
+                self.resident.put(rows)
+
+    def _zero(self, spans: Sequence[tuple[int, int]]) -> None:
+        """Overwrite the bytes of ``(start, n)`` spans with zeros (lock held)."""
+        for s, n in spans:
+            self._write_at(s, bytes(n * self.dim), bytes(n * 4))
+        if spans:
+            self._sync()
 
     def delete(self, ids: Iterable[str]) -> None:
-        ids = [str(i) for i in ids]
-        if not ids:
-            return
-        conn = self._conn()
         with self._lock:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for i in range(0, len(ids), _IN_CHUNK):
-                    chunk = ids[i : i + _IN_CHUNK]
-                    conn.execute(f"DELETE FROM pages WHERE id IN ({','.join('?' * len(chunk))})", chunk)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            self._check_open()
+            found = [str(i) for i in ids if str(i) in self._index]
+            if not found:
+                return
+            self._zero([self._index[pid] for pid in found])  # zeros first: no vectors outlive a delete
+            with self._txn():
+                for i in range(0, len(found), _IN_CHUNK):
+                    chunk = found[i : i + _IN_CHUNK]
+                    self._db.execute(f"DELETE FROM pages WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+            for pid in found:
+                del self._index[pid]
+            if self.resident is not None:
+                self.resident.delete(found)
 
     def keep_only(self, ids: Iterable[str]) -> int:
-        """Delete every page not in ``ids`` (the shard's points), then fold the write-ahead log
-        into the file and give free space back; returns how many pages were deleted. Rows
-        whose shard write failed after the column's succeeded are removed here."""
+        """Delete every page not in ``ids`` (the shard's points: rows whose shard write failed
+        after the column's are removed here), then rewrite the files when a quarter of them is
+        garbage; returns how many pages were deleted."""
         keep = {str(i) for i in ids}
-        stale = [pid for pid in self.ids() if pid not in keep]
-        self.delete(stale)
-        conn = self._conn()
         with self._lock:
-            free, total = (conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("freelist_count", "page_count"))
-            if total and free / total > 0.25:
-                conn.execute("VACUUM")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._check_open()
+            stale = [pid for pid in self._index if pid not in keep]
+            self.delete(stale)
+            live = sum(n for _s, n in self._index.values())
+            if self._end and (self._end - live) / self._end > COMPACT_GARBAGE_SHARE:
+                self._compact()
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return len(stale)
+
+    def _compact(self) -> None:
+        """Write the live pages back to back into the next generation and switch to it."""
+        view = self._view()
+        gen = self._gen + 1
+        fds = {k: os.open(self._file(k, gen), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) for k in ("codes", "scale")}
+        spans: list[tuple[str, int, int]] = []
+        try:
+            start = 0
+            for pid, (s, n) in sorted(self._index.items(), key=lambda kv: kv[1][0]):
+                assert view is not None
+                os.pwrite(fds["codes"], view[0][s : s + n].tobytes(), start * self.dim)
+                os.pwrite(fds["scale"], view[1][s : s + n].tobytes(), start * 4)
+                spans.append((pid, start, n))
+                start += n
+            for fd in fds.values():
+                os.fsync(fd)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        with self._txn():
+            self._db.executemany("UPDATE pages SET start = ? WHERE id = ?", [(s, pid) for pid, s, _n in spans])
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'gen'", (gen,))
+        old = self._gen
+        self._close_files()
+        self._gen = gen
+        self._index = {pid: (s, n) for pid, s, n in spans}
+        self._open_files()
+        for k in ("codes", "scale"):
+            self._file(k, old).unlink(missing_ok=True)
+        logger.info("%s: rewrote %d pages (%d tokens) into generation %d", self.path.stem, len(spans), self._end, gen)
 
     # -- reads ------------------------------------------------------------------------------
 
+    def attach(self, resident: ResidentColumn) -> None:
+        """Keep ``resident`` in step with every later write and let it score once built."""
+        self.resident = resident
+
+    def _pages(self, ids: Sequence[str]) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """``(id, codes, scale)`` views of the stored pages of ``ids`` (absent ids left out)."""
+        with self._lock:
+            self._check_open()
+            view = self._view()
+            spans = [(str(pid), self._index[str(pid)]) for pid in ids if str(pid) in self._index]
+        if view is None:
+            return []
+        codes, scale = view
+        return [(pid, codes[s : s + n], scale[s : s + n]) for pid, (s, n) in spans]
+
+    def token_count(self) -> int:
+        with self._lock:
+            return sum(n for _s, n in self._index.values())
+
+    def iter_rows(self, batch: int) -> Iterator[list[Row]]:
+        """Every stored page as ``(id, n, codes, scale)``, ``batch`` rows at a time (the pages
+        stored when the iteration started)."""
+        with self._lock:
+            ids = list(self._index)
+        for i in range(0, len(ids), batch):
+            yield [(pid, len(c), c.tobytes(), s.tobytes()) for pid, c, s in self._pages(ids[i : i + batch])]
+
     def ids(self) -> list[str]:
-        return [r[0] for r in self._conn().execute("SELECT id FROM pages")]
+        with self._lock:
+            return list(self._index)
 
     def __len__(self) -> int:
-        return int(self._conn().execute("SELECT COUNT(*) FROM pages").fetchone()[0])
-
-    def _rows(self, ids: Sequence[str]) -> dict[str, tuple[int, bytes, bytes]]:
-        conn = self._conn()
-        out: dict[str, tuple[int, bytes, bytes]] = {}
-        for i in range(0, len(ids), _IN_CHUNK):
-            chunk = [str(x) for x in ids[i : i + _IN_CHUNK]]
-            for pid, n, codes, scale in conn.execute(
-                f"SELECT id, n, codes, scale FROM pages WHERE id IN ({','.join('?' * len(chunk))})", chunk
-            ):
-                out[pid] = (n, codes, scale)
-        return out
+        return len(self._index)
 
     def get(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored multivectors of ``ids`` (absent ids are left out), dequantized to float32."""
-        out = {}
-        for pid, (n, codes, scale) in self._rows(ids).items():
-            c = np.frombuffer(codes, dtype=np.int8).reshape(n, self.dim)
-            out[pid] = c.astype(np.float32) * np.frombuffer(scale, dtype=np.float32)[:, None]
-        return out
+        return {pid: c.astype(np.float32) * s[:, None] for pid, c, s in self._pages(ids)}
 
     def maxsim(self, query: npt.ArrayLike, ids: Sequence[str]) -> dict[str, float]:
         """Exact MaxSim of ``query`` ``(nq, dim)`` against the stored pages of ``ids``
-        (absent ids are left out)."""
-        rows = self._rows(ids)
-        if not rows:
+        (absent ids are left out): on the device copy when it is ready, else in numpy."""
+        if self.resident is not None:
+            scores = self.resident.maxsim(query, ids)
+            if scores is not None:
+                return scores
+        pages = self._pages(ids)
+        if not pages:
             return {}
-        order = list(rows)
-        lengths = np.fromiter((rows[p][0] for p in order), dtype=np.int64, count=len(order))
-        codes = np.frombuffer(b"".join(rows[p][1] for p in order), dtype=np.int8).reshape(-1, self.dim)
-        scale = np.frombuffer(b"".join(rows[p][2] for p in order), dtype=np.float32)
-        scores = maxsim_int8(query, codes, scale, lengths)
-        return dict(zip(order, scores.tolist(), strict=True))
+        out = maxsim_int8(query, [(c, s) for _pid, c, s in pages])
+        return {pid: float(x) for (pid, _c, _s), x in zip(pages, out, strict=True)}
 
     def close(self) -> None:
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
-            conns, self._conns = self._conns, []
-        for c in conns:
+            self._close_files()
             try:
-                c.close()
+                self._db.close()
             except sqlite3.Error:  # pragma: no cover - closing never fails on a sane file
                 pass
-        self._local = threading.local()
+
+
+class _Txn:
+    """``with``: one immediate SQLite transaction, committed on success, rolled back on error."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")

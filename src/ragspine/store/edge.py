@@ -26,6 +26,7 @@ import qdrant_edge as qe
 from ragspine.errors import LibraryNotFoundError, StoreError
 from ragspine.scoring.bm25 import SparseVector
 from ragspine.store.columns import MultivectorColumn
+from ragspine.store.resident import ResidentColumn, resolve_device
 from ragspine.store._qdrant import Condition, full_stage_params, hnsw_params, where_conditions
 from ragspine.store.base import (
     DEFAULT_PREFETCH_LIMIT,
@@ -130,8 +131,11 @@ def _full_stage_params(oversampling: float | None) -> qe.SearchParams:
 class EdgeStore:
     """:class:`~ragspine.store.base.Store` on Qdrant Edge shards."""
 
-    def __init__(self, data_dir: Path, search_threads: int = 0) -> None:
+    def __init__(self, data_dir: Path, search_threads: int = 0, exact_device: str = "numpy") -> None:
+        """``exact_device``: where int8 columns are scored (``RAGSPINE_EXACT_DEVICE``: ``numpy``,
+        ``auto`` or a torch device); a device copy of each column is built in the background."""
         self.root = Path(data_dir) / "libraries"
+        self._device = resolve_device(exact_device)
         self.root.mkdir(parents=True, exist_ok=True)
         self._search_threads = search_threads or None
         self._shards: dict[str, qe.EdgeShard] = {}
@@ -195,6 +199,7 @@ class EdgeStore:
                 for f in spec.dense:
                     if f.datatype == "int8":
                         cols[f.name] = MultivectorColumn(self._columns_dir(name) / f"{f.name}.sqlite", dim=f.size)
+                        self._make_resident(cols[f.name])
                 shard = qe.EdgeShard.create(str(d), self._config(spec))
                 _ensure_indexes(shard)
                 self._shards[name] = shard
@@ -218,8 +223,16 @@ class EdgeStore:
             cols = self._columns.get(name)
             if cols is None:
                 cols = {p.stem: MultivectorColumn(p) for p in sorted(self._columns_dir(name).glob("*.sqlite"))}
+                for col in cols.values():
+                    self._make_resident(col)
                 self._columns[name] = cols
             return cols
+
+    def _make_resident(self, col: MultivectorColumn) -> None:
+        if self._device is not None:
+            res = ResidentColumn(col, self._device)
+            col.attach(res)
+            res.start()
 
     def _shard(self, name: str) -> qe.EdgeShard:
         shard = self._shards.get(name)
