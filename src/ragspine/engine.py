@@ -81,10 +81,14 @@ class Engine:
         # With leases a bystander never repairs: another replica's write in flight looks just
         # like a dead one's; the next lease holder rolls back (Libraries.lock -> on_takeover).
         if name not in self._recovered and not self.libraries.leased:
-            fixed = self.indexer.recover(name)
-            if fixed:
-                logger.warning("library %s: repaired %d half-done document writes", name, fixed)
-            self._recovered.add(name)
+            # Checked again under the lock: documents are written concurrently, and a second
+            # recovery would roll back the staged version of a write already under way.
+            with self.libraries.lock(name):
+                if name not in self._recovered:
+                    fixed = self.indexer.recover(name)
+                    if fixed:
+                        logger.warning("library %s: repaired %d half-done document writes", name, fixed)
+                    self._recovered.add(name)
         return rec
 
     def list_libraries(self) -> list[str]:

@@ -89,6 +89,22 @@ def test_ingest_a_folder_reports_a_bad_file_and_exits_1(
     assert code == 0 and out.strip() == "all\t4 documents\t5 pages"
 
 
+def test_ingest_jobs_writes_documents_in_parallel_with_the_same_outcome(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, pdf_dir: Path
+) -> None:
+    """--jobs 3 over the folder: the same documents, pages and failure as one at a time (the
+    order of the lines is the order the files finished in)."""
+    code, out, _ = run(capsys, "--data-dir", str(tmp_path), "ingest", str(pdf_dir), "--library", "all", "-q",
+                       "--jobs", "3")
+    assert code == 1
+    lines = sorted(out.strip().splitlines())
+    assert sum("indexed" in ln for ln in lines) == 4 and sum("corrupt.pdf: error:" in ln for ln in lines) == 1
+    code, out, _ = run(capsys, "--data-dir", str(tmp_path), "libraries")
+    assert code == 0 and out.strip() == "all\t4 documents\t5 pages"
+    code, out, _ = run(capsys, "--data-dir", str(tmp_path), "search", "Globex", "--library", "all", "--json")
+    assert code == 0 and json.loads(out)["hits"]
+
+
 def test_ingest_restricted_document(capsys: pytest.CaptureFixture[str], tmp_path: Path, pdf_dir: Path) -> None:
     code, out, _ = run(capsys, "--data-dir", str(tmp_path), "ingest", str(pdf_dir / "globex.pdf"),
                        "--library", "lib", "-q", "--sensitivity", "restricted")
@@ -191,6 +207,8 @@ BAD_ARGS: list[tuple[str, list[str], str]] = [
     ("ingest-without-library", ["ingest", "x.pdf"], "--library"),
     ("ingest-bad-library-name", ["ingest", "{pdf}", "--library", "Bad Name"], "Bad Name"),
     ("ingest-bad-meta", ["ingest", "{pdf}", "--library", "lib", "--meta", "nokey"], "KEY=VALUE"),
+    ("ingest-zero-jobs", ["ingest", "{pdf}", "--library", "lib", "--jobs", "0"], "at least 1"),
+    ("ingest-jobs-not-int", ["ingest", "{pdf}", "--library", "lib", "--jobs", "two"], "whole number"),
     ("libraries-delete-unknown", ["libraries", "--delete", "nolib"], "nolib"),
     ("libraries-create-and-delete", ["libraries", "--create", "a", "--delete", "b"], "not allowed"),
 ]

@@ -153,7 +153,12 @@ class Libraries:
         self.leases = leases
         self._on_takeover: weakref.WeakMethod[Callable[[str], None]] | None = None
         self._held: dict[str, Lease] = {}
+        self._lease_users: dict[str, int] = {}
+        self._lease_dirty: dict[str, bool] = {}
+        #: Taking or releasing a lease (re-entrant: a takeover's rollback writes under it).
+        self._lease_guard = threading.RLock()
         self._locks: dict[str, threading.RLock] = {}
+        self._doc_locks: dict[tuple[str, str], list[Any]] = {}
         self._guard = threading.Lock()
         # Active version per document, per library: read by every search, so cached and
         # invalidated by every manifest write made here. ``ttl`` bounds staleness when other
@@ -184,30 +189,79 @@ class Libraries:
 
     @contextmanager
     def lock(self, name: str) -> Iterator[None]:
-        """Hold the right to write ``name``: re-entrant on one thread; across replicas the
-        writer lease, taken on the outermost entry and released on its exit. A replica that
-        takes the lease re-reads the library record and manifest (another replica may have
-        written them) and, after a holder that did not release it, rolls back first."""
-        with self._rlock(name):
-            if self.leases is None or name in self._held:
+        """Hold the right to write ``name``: re-entrant on one thread, one thread at a time;
+        across replicas the writer lease (:meth:`writing`). The lease first: no thread holds
+        this lock while it waits to take or give back the lease (a takeover's rollback takes
+        this lock while it holds the lease guard)."""
+        with self.writing(name), self._rlock(name):
+            yield
+
+    @contextmanager
+    def writing(self, name: str) -> Iterator[None]:
+        """Hold the writer lease of ``name`` (no-op without leases) for a write that takes
+        :meth:`lock` only for its short steps: a document ingest renders, encodes and writes
+        its pages under this and the document's :meth:`doc_lock`, so several documents of one
+        library are written at once. The lease is shared by every thread of this process
+        inside ``writing``: taken by the first, released by the last (as dirty when any of
+        them failed). A replica that takes the lease re-reads the library record and manifest
+        (another replica may have written them) and, after a holder that did not release it,
+        rolls back first."""
+        if self.leases is None:
+            yield
+            return
+        with self._lease_guard:
+            users = self._lease_users.get(name, 0)
+            if users == 0:
+                lease = self.leases.acquire(name)
+                self._held[name] = lease
+                self._lease_dirty[name] = False
+                self._lease_users[name] = 1  # before the takeover: its own writes nest in this one
+                try:
+                    self._records.pop(name, None)
+                    self._active.pop(name, None)
+                    take_over = self.on_takeover
+                    if lease.took_over and take_over is not None:
+                        take_over(name)
+                except BaseException:
+                    del self._held[name], self._lease_users[name], self._lease_dirty[name]
+                    self.leases.release(lease, clean=False)
+                    raise
+            else:
+                self._lease_users[name] = users + 1
+        clean = False
+        try:
+            yield
+            clean = True
+        finally:
+            with self._lease_guard:
+                if not clean:
+                    self._lease_dirty[name] = True
+                self._lease_users[name] -= 1
+                if self._lease_users[name] == 0:
+                    lease = self._held.pop(name)
+                    dirty = self._lease_dirty.pop(name)
+                    del self._lease_users[name]
+                    # A write that failed may have left work half-done (its own cleanup may
+                    # have failed too): released as dirty, the next holder rolls back as after
+                    # a death.
+                    self.leases.release(lease, clean=not dirty)
+
+    @contextmanager
+    def doc_lock(self, name: str, doc_id: str) -> Iterator[None]:
+        """One writer per document of a library in this process (re-entrant): taken before
+        :meth:`lock`, never after it."""
+        key = (name, doc_id)
+        with self._guard:
+            entry = self._doc_locks.setdefault(key, [threading.RLock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
                 yield
-                return
-            lease = self.leases.acquire(name)
-            self._held[name] = lease
-            clean = False
-            try:
-                self._records.pop(name, None)
-                self._active.pop(name, None)
-                take_over = self.on_takeover
-                if lease.took_over and take_over is not None:
-                    take_over(name)
-                yield
-                clean = True
-            finally:
-                del self._held[name]
-                # A write that failed may have left work half-done (its own cleanup may have
-                # failed too): released as dirty, the next holder rolls back as after a death.
-                self.leases.release(lease, clean=clean)
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    self._doc_locks.pop(key, None)
 
     def check_lease(self, name: str) -> None:
         """Raise :class:`~ragspine.errors.LeaseLostError` when this replica's lease of ``name``

@@ -24,6 +24,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (argparse turns the error into one line)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     print(f"ragspine: error: {message}", file=sys.stderr)
     raise SystemExit(code)
@@ -92,39 +103,73 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         except LibraryNotFoundError:
             engine.create_library(args.library)
             print(f"created library '{args.library}'", file=sys.stderr)
-        for path in paths:
-            bar = tqdm(total=0, desc=path.name[:40], unit="page", leave=False, disable=args.quiet)
+        def one(path: Path, bar: Any) -> Any:
+            """Ingest one file; its result, or the error that refused it."""
+            def progress(done: int, total: int) -> None:
+                if bar is not None:
+                    bar.set_description(path.name[:40], refresh=False)
+                    bar.total, bar.n = total, done
+                    bar.refresh()
 
-            def progress(done: int, total: int, bar: Any = bar) -> None:
-                bar.set_description(path.name[:40], refresh=False)
-                bar.total = total
-                bar.n = done
-                bar.refresh()
-
-            def ocr_progress(done: int, total: int, bar: Any = bar) -> None:  # before the pages are written
-                bar.set_description(f"OCR {path.name[:36]}", refresh=False)
-                bar.total = total
-                bar.n = done
-                bar.refresh()
+            def ocr_progress(done: int, total: int) -> None:  # before the pages are written
+                if bar is not None:
+                    bar.set_description(f"OCR {path.name[:36]}", refresh=False)
+                    bar.total, bar.n = total, done
+                    bar.refresh()
 
             try:
-                r = engine.ingest(args.library, path, dict(meta), progress=progress, ocr_progress=ocr_progress)
+                return engine.ingest(args.library, path, dict(meta), progress=progress, ocr_progress=ocr_progress)
             except RagspineError as exc:
-                failed += 1
-                print(f"{path}: error: {exc.detail}")
-                continue
+                return exc
             finally:
-                bar.close()
+                if bar is not None:
+                    bar.close()
+
+        def report(path: Path, r: Any) -> int:
+            """Print one file's outcome; the pages it added, or -1 when it failed."""
+            if isinstance(r, RagspineError):
+                print(f"{path}: error: {r.detail}")
+                return -1
             if r.status == "indexed":
                 dropped = f", dropped by policy: pages {r.pages_dropped}" if r.pages_dropped else ""
                 ocr = f", {r.pages_ocr} read by OCR" if r.pages_ocr else ""
                 print(f"{path}: indexed {r.doc_id} v{r.version}: {r.pages_indexed} pages{ocr}, "
                       f"{r.chunks} passages{dropped} ({r.seconds:.1f}s)")
-                added += r.pages_indexed
-            elif r.status == "unchanged":
+                return int(r.pages_indexed)
+            if r.status == "unchanged":
                 print(f"{path}: unchanged ({r.doc_id} v{r.version})")
             else:
                 print(f"{path}: dropped by policy ({r.pages_total or 'all'} pages not indexed)")
+            return 0
+
+        if args.jobs == 1:
+            outcomes = ((path, one(path, tqdm(total=0, desc=path.name[:40], unit="page", leave=False,
+                                               disable=args.quiet))) for path in paths)
+        else:
+            # Documents in parallel (the engine holds the library lock only around each commit);
+            # one bar over the files instead of one per file.
+            from concurrent.futures import ThreadPoolExecutor, as_completed
+
+            pool = ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="ragspine-ingest")
+            futures = {pool.submit(one, path, None): path for path in paths}
+            files_bar = tqdm(total=len(paths), desc="files", unit="file", leave=False, disable=args.quiet)
+
+            def done_in_order() -> Any:
+                try:
+                    for fut in as_completed(futures):
+                        files_bar.update(1)
+                        yield futures[fut], fut.result()
+                finally:
+                    files_bar.close()
+                    pool.shutdown(wait=True, cancel_futures=True)
+
+            outcomes = done_in_order()
+        for path, r in outcomes:
+            n = report(path, r)
+            if n < 0:
+                failed += 1
+            else:
+                added += n
         if added and args.optimize:
             _optimize_after_ingest(engine, args.library, added)
     except RagspineError as exc:
@@ -436,6 +481,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="document metadata, repeatable (values parsed as JSON when they can be)")
     s.add_argument("--sensitivity", metavar="LEVEL", help="document sensitivity (RESTRICTED is not indexed)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+                   help="documents ingested at once (default 1; the library is locked only around each commit)")
     s.add_argument("--optimize", action=argparse.BooleanOptionalAction, default=True,
                    help="build the library's search indexes at the end when this run wrote at least a tenth "
                    "of its pages (default: on)")

@@ -279,129 +279,136 @@ class Indexer:
             logger.info("policy dropped %d of %d pages: %s", len(dropped), total, dropped)
 
         key = self.content_key(pdf_sha, meta)
-        with self.libraries.lock(library):
-            prev = self.libraries.doc_entry(library, doc_id)
-            if prev and prev.get("content_key") == key and prev.get("active_version"):
-                return IngestResult(
-                    library, doc_id, "unchanged", prev["active_version"], total,
-                    prev.get("pages_indexed", 0), list(prev.get("pages_dropped", [])),
-                    prev.get("chunks", 0), time.perf_counter() - t0,
-                )
-            if not kept:
-                # Every page was RESTRICTED: nothing of this document may be searchable.
-                if prev and prev.get("active_version"):  # (else: a rolled-back write's tombstone)
-                    self.delete(library, doc_id)
-                return IngestResult(
-                    library, doc_id, "dropped_by_policy", None, total, 0, dropped,
-                    seconds=time.perf_counter() - t0,
-                )
-            rec = self.libraries.get(library)
-            models = library_models(rec, self.models)
-            if parsed.doc is None:  # plain text has no page image: only the dense field applies
-                models = replace(models, page=None, page_missing=None)
-            if page_vectors is not None:
-                bad = sorted(set(page_vectors) - {p.number for p in kept})
-                missing = sorted({p.number for p in kept} - set(page_vectors))
-                if bad or missing:
-                    raise InvalidRequestError(
-                        f"page_vectors must cover exactly the {len(kept)} pages the policy keeps: "
-                        + (f"given for pages not kept {bad[:10]}" if bad else f"missing pages {missing[:10]}")
+        # Several documents of one library are written at once: each holds the writer lease
+        # (shared) and its own document lock throughout, the library lock only for the short
+        # steps that read or change library-wide state (the entry, the commit, statistics).
+        with self.libraries.writing(library), self.libraries.doc_lock(library, doc_id):
+            with self.libraries.lock(library):
+                prev = self.libraries.doc_entry(library, doc_id)
+                if prev and prev.get("content_key") == key and prev.get("active_version"):
+                    return IngestResult(
+                        library, doc_id, "unchanged", prev["active_version"], total,
+                        prev.get("pages_indexed", 0), list(prev.get("pages_dropped", [])),
+                        prev.get("chunks", 0), time.perf_counter() - t0,
                     )
-                if models.has_page and models.page is None:
-                    models = replace(models, page=_Precomputed(page_vectors), page_missing=None)
-            models.require_writable(library)
-            if models.page is None and not any(p.text.strip() for p in kept):
-                # Nothing would be searchable: no words and no page vectors. Refused before
-                # anything is written (a previous version, if any, stays).
-                raise NoTextError(
-                    f"document '{doc_id}' has no text to index: its pages have no text layer and OCR "
-                    + ("is off (RAGSPINE_OCR=off)" if self.ocr.opts.mode == "off" else "found no text in them")
-                    + f", and library '{library}' has no page model to search page images by. Turn OCR on "
-                    "(RAGSPINE_OCR=auto), or use a library created with a page model (RAGSPINE_PAGE_MODEL)"
-                )
-            old_version = int(prev["active_version"]) if prev and prev.get("active_version") else None
-            version = max(int(prev.get("max_version", 0)) if prev else 0, old_version or 0) + 1
-            fields = meta.fields()
-            title = meta.title or parsed.pdf_metadata.get("title") or doc_id
-            base = {
-                "doc_id": doc_id,
-                "title": title,
-                "meta": fields,
-                "metab": bool_mirror(fields),
-                "sensitivity": fields.get("sensitivity"),
-            }
-            # Each point carries its page's own classification (the override, else the
-            # document's), which every query-time exit checks.
-            classes = {p.number: normalize_sensitivity(meta.page_sensitivity.get(p.number)) or base["sensitivity"]
-                       for p in kept}
+                if not kept:
+                    # Every page was RESTRICTED: nothing of this document may be searchable.
+                    if prev and prev.get("active_version"):  # (else: a rolled-back write's tombstone)
+                        self.delete(library, doc_id)
+                    return IngestResult(
+                        library, doc_id, "dropped_by_policy", None, total, 0, dropped,
+                        seconds=time.perf_counter() - t0,
+                    )
+                rec = self.libraries.get(library)
+                models = library_models(rec, self.models)
+                if parsed.doc is None:  # plain text has no page image: only the dense field applies
+                    models = replace(models, page=None, page_missing=None)
+                if page_vectors is not None:
+                    bad = sorted(set(page_vectors) - {p.number for p in kept})
+                    missing = sorted({p.number for p in kept} - set(page_vectors))
+                    if bad or missing:
+                        raise InvalidRequestError(
+                            f"page_vectors must cover exactly the {len(kept)} pages the policy keeps: "
+                            + (f"given for pages not kept {bad[:10]}" if bad else f"missing pages {missing[:10]}")
+                        )
+                    if models.has_page and models.page is None:
+                        models = replace(models, page=_Precomputed(page_vectors), page_missing=None)
+                models.require_writable(library)
+                if models.page is None and not any(p.text.strip() for p in kept):
+                    # Nothing would be searchable: no words and no page vectors. Refused before
+                    # anything is written (a previous version, if any, stays).
+                    raise NoTextError(
+                        f"document '{doc_id}' has no text to index: its pages have no text layer and OCR "
+                        + ("is off (RAGSPINE_OCR=off)" if self.ocr.opts.mode == "off" else "found no text in them")
+                        + f", and library '{library}' has no page model to search page images by. Turn OCR on "
+                        "(RAGSPINE_OCR=auto), or use a library created with a page model (RAGSPINE_PAGE_MODEL)"
+                    )
+                old_version = int(prev["active_version"]) if prev and prev.get("active_version") else None
+                version = max(int(prev.get("max_version", 0)) if prev else 0, old_version or 0) + 1
+                fields = meta.fields()
+                title = meta.title or parsed.pdf_metadata.get("title") or doc_id
+                base = {
+                    "doc_id": doc_id,
+                    "title": title,
+                    "meta": fields,
+                    "metab": bool_mirror(fields),
+                    "sensitivity": fields.get("sensitivity"),
+                }
+                # Each point carries its page's own classification (the override, else the
+                # document's), which every query-time exit checks.
+                classes = {p.number: normalize_sensitivity(meta.page_sensitivity.get(p.number)) or base["sensitivity"]
+                           for p in kept}
 
-            # Staging entry first: a crash from here on is cleaned up on the next open (with
-            # leases: by the next lease holder).
-            self.libraries.check_lease(library)
-            self.libraries.put_doc_entry(
-                library,
-                {
-                    **(prev or {"doc_id": doc_id}),
-                    "staging_version": version,
-                    "max_version": version,
-                },
-            )
-            self._step("staged_entry")
+                # Staging entry first: a crash from here on is cleaned up on the next open (with
+                # leases: by the next lease holder).
+                self.libraries.check_lease(library)
+                self.libraries.put_doc_entry(
+                    library,
+                    {
+                        **(prev or {"doc_id": doc_id}),
+                        "staging_version": version,
+                        "max_version": version,
+                    },
+                )
+                self._step("staged_entry")
             try:
                 chunk_stats, page_stats, n_chunks, passages = self._write_version(
                     library, rec_stats=rec.stats, parsed=parsed, base=base, classes=classes, version=version,
                     total=total, progress=progress, models=models, page_vectors=page_vectors,
                 )
                 self._step("written")
-                self.libraries.check_lease(library)
-                self.store.set_payload(library, Where(doc_id=doc_id, version=version), {"state": "live"})
-                self._step("live")
+                with self.libraries.lock(library):
+                    self.libraries.check_lease(library)
+                    self.store.set_payload(library, Where(doc_id=doc_id, version=version), {"state": "live"})
+                    self._step("live")
             except BaseException:
-                self.versions.abort(library, doc_id, version, prev)
+                with self.libraries.lock(library):
+                    self.versions.abort(library, doc_id, version, prev)
                 raise
 
-            entry = {
-                "doc_id": doc_id,
-                "title": title,
-                "meta": fields,
-                "active_version": version,
-                "max_version": version,
-                "content_key": key,
-                "filename": filename,
-                "pages_total": total,
-                "pages_indexed": len(kept),
-                "pages_dropped": dropped,
-                "page_numbers": [p.number for p in kept],
-                "page_sizes": [[p.width, p.height] for p in kept],  # points, as page_numbers
-                "chunks": n_chunks,
-                "indexed_at": time.time(),
-                "retiring_version": old_version,
-                "doc_stats": {"chunk": chunk_stats.to_json(), "page": page_stats.to_json()},
-            }
-            self.libraries.commit_doc_entry(library, entry, version)  # the commit (fenced: see leases)
-            self._step("committed")
-            warnings: list[str] = []
-            if self.libraries.lease_lost(library):
-                # Committed, but this replica's lease ran out meanwhile: the next holder finishes
-                # the retirement and recounts the statistics (its takeover). Writing more here
-                # could land over what it has written since.
-                logger.warning("version %d committed after the writer lease ran out; the next writer "
-                               "finishes its retirement", version)
-            else:
-                if old_version is not None:
-                    self.versions.retire(library, doc_id, old_version)  # idempotent: never reused
-                    # Conditional: the entry is still this commit's (not a later writer's).
-                    self.libraries.update_doc_entry(library, {**entry, "retiring_version": None},
-                                                    {"active_version": version, "retiring_version": old_version})
-                prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
-                self.libraries.check_lease(library)
-                self.stats.add(library, fields, chunk_stats, page_stats, prev_stats)
-                if old_version is not None:
-                    self.store.optimize(library)  # the old version leaves IDF statistics and disk
+            with self.libraries.lock(library):
+                entry = {
+                    "doc_id": doc_id,
+                    "title": title,
+                    "meta": fields,
+                    "active_version": version,
+                    "max_version": version,
+                    "content_key": key,
+                    "filename": filename,
+                    "pages_total": total,
+                    "pages_indexed": len(kept),
+                    "pages_dropped": dropped,
+                    "page_numbers": [p.number for p in kept],
+                    "page_sizes": [[p.width, p.height] for p in kept],  # points, as page_numbers
+                    "chunks": n_chunks,
+                    "indexed_at": time.time(),
+                    "retiring_version": old_version,
+                    "doc_stats": {"chunk": chunk_stats.to_json(), "page": page_stats.to_json()},
+                }
+                self.libraries.commit_doc_entry(library, entry, version)  # the commit (fenced: see leases)
+                self._step("committed")
+                warnings: list[str] = []
+                if self.libraries.lease_lost(library):
+                    # Committed, but this replica's lease ran out meanwhile: the next holder finishes
+                    # the retirement and recounts the statistics (its takeover). Writing more here
+                    # could land over what it has written since.
+                    logger.warning("version %d committed after the writer lease ran out; the next writer "
+                                   "finishes its retirement", version)
                 else:
-                    self.store.flush(library)
-                warnings = self.listeners.notify("document_committed", library, doc_id, version, title, fields,
-                                                 passages)
+                    if old_version is not None:
+                        self.versions.retire(library, doc_id, old_version)  # idempotent: never reused
+                        # Conditional: the entry is still this commit's (not a later writer's).
+                        self.libraries.update_doc_entry(library, {**entry, "retiring_version": None},
+                                                        {"active_version": version, "retiring_version": old_version})
+                    prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
+                    self.libraries.check_lease(library)
+                    self.stats.add(library, fields, chunk_stats, page_stats, prev_stats)
+                    if old_version is not None:
+                        self.store.optimize(library)  # the old version leaves IDF statistics and disk
+                    else:
+                        self.store.flush(library)
+                    warnings = self.listeners.notify("document_committed", library, doc_id, version, title, fields,
+                                                     passages)
         logger.info(
             "indexed version %d: %d pages, %d dropped, %d passages", version, len(kept), len(dropped), n_chunks
         )
@@ -518,7 +525,7 @@ class Indexer:
     def delete(self, library: str, doc_id: str) -> None:
         """Remove every trace of a document: passages, pages, thumbnails, manifest entry."""
         check_doc_id(doc_id)
-        with self.libraries.lock(library):
+        with self.libraries.doc_lock(library, doc_id), self.libraries.lock(library):
             entry = self.libraries.doc_entry(library, doc_id)
             if entry is None or not entry.get("active_version"):
                 raise DocumentNotFoundError(f"no document '{doc_id}' in library '{library}'")

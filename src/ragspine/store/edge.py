@@ -143,6 +143,9 @@ class EdgeStore:
         self._dense_names: dict[str, frozenset[str]] = {}
         #: int8 multivector fields per library (store.columns), opened with the shard.
         self._columns: dict[str, dict[str, MultivectorColumn]] = {}
+        #: Per library with columns: an upsert (column, then shard) and optimize's removal of
+        #: column rows the shard lacks never interleave (it would drop an upsert's vectors).
+        self._col_locks: dict[str, threading.Lock] = {}
         self._lock = threading.RLock()
 
     # -- collections --------------------------------------------------------------------------
@@ -289,15 +292,22 @@ class EdgeStore:
             return
         shard = self._shard(name)
         cols = self._cols(name)
-        if cols:
+        if not cols:
+            shard.update(qe.UpdateOperation.upsert_points([qe.Point(p.id, self._vector(p), p.payload) for p in points]))
+            return
+        with self._col_lock(name):
             # Columns first: a point the shard has always has its vectors; vectors whose shard
             # write failed are found by no search and removed by optimize().
             for fname, col in cols.items():
                 col.put([(p.id, p.dense[fname]) for p in points if fname in p.dense])
-            points = [PointData(p.id, p.payload, p.sparse, {k: v for k, v in p.dense.items() if k not in cols})
-                      for p in points]
-        pts = [qe.Point(p.id, self._vector(p), p.payload) for p in points]
-        shard.update(qe.UpdateOperation.upsert_points(pts))
+            pts = [qe.Point(p.id, self._vector(PointData(p.id, p.payload, p.sparse,
+                                                         {k: v for k, v in p.dense.items() if k not in cols})),
+                            p.payload) for p in points]
+            shard.update(qe.UpdateOperation.upsert_points(pts))
+
+    def _col_lock(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._col_locks.setdefault(name, threading.Lock())
 
     def update_sparse(self, name: str, vector: str, items: Sequence[tuple[str, SparseVector]]) -> None:
         if not items:
@@ -461,8 +471,11 @@ class EdgeStore:
         fetch = limit + TIE_OVERFETCH
         col = self._cols(name).get(full_field)
         if col is not None:
+            # Every candidate is scored exactly here and ties are broken by id among them, so
+            # the first stage hands over prefetch_limit pages (at least limit), not the
+            # TIE_OVERFETCH extra a store-side rescoring needs (16% less work at 100).
             return self._search_column(name, col, q, where, limit, pooled_field=pooled_field,
-                                       prefetch_query=prefetch_query, prefetch_limit=max(prefetch_limit, fetch),
+                                       prefetch_query=prefetch_query, prefetch_limit=max(prefetch_limit, limit),
                                        hnsw_ef=hnsw_ef, fields=fields)
         full_params = _full_stage_params(oversampling)
         flt = compile_where(where)
@@ -543,10 +556,11 @@ class EdgeStore:
         shard.flush()
         cols = self._cols(name)
         if cols:
-            live = [r.id for r in self.scroll(name, Where(), fields=[])]
-            for col in cols.values():
-                if stale := col.keep_only(live):
-                    logger.info("library %s: removed %d orphaned page vectors", name, stale)
+            with self._col_lock(name):
+                live = [r.id for r in self.scroll(name, Where(), fields=[])]
+                for col in cols.values():
+                    if stale := col.keep_only(live):
+                        logger.info("library %s: removed %d orphaned page vectors", name, stale)
 
     def flush(self, name: str) -> None:
         self._shard(name).flush()
