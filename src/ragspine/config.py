@@ -189,7 +189,7 @@ class Settings(BaseSettings):
     #: ``float16`` on a Qdrant server (which has no int8 multivectors). First-stage copies are
     #: float16 with int8 or float16. A library keeps the type it was created with.
     page_vector_dtype: Literal["int8", "float16", "float32"] | None = None
-    #: Pages the first stage hands to exact MaxSim on the full multivectors (~0.3 ms each on
+    #: Pages the first stage hands to exact MaxSim on the full multivectors (~0.15 ms each on
     #: 2 cores); the visual channel ranks at most these (and at least what the answer needs:
     #: top_k, rerank depth). Unset = auto: 100 for a MUVERA first stage, 200 for a pooled one
     #: (docs/visual-scale.md has the recall and latency of each).
