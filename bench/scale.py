@@ -47,7 +47,8 @@ own ``query``, and the first query after an ingest (the in-memory BM25 index cat
 ``--store-only N`` (optional) writes N pages straight through the store API (the page points
 :func:`ragspine.indexing.points.page_points` builds, committed as live documents, no PDFs or
 thumbnails) into a second library and measures the same search figures there. It refuses when
-the estimated disk need (~0.6 MB a page: 100k pages are ~60 GB) exceeds free space.
+the estimated disk need (``STORE_ONLY_BYTES_PER_PAGE``: ~0.22 MB a page with int8 vectors, 22 GB
+for 100k) exceeds free space.
 
 Search runs on the library as ingest leaves it: ``Engine.ingest`` of a new document flushes the
 shard but does not call ``Store.optimize`` (only replacing or deleting a document does; the CLI
@@ -58,7 +59,8 @@ part of ingest) and searches the optimized library. ``--pooling`` picks the firs
 recall@10 with each candidate count on the same library.
 
 The library stores page vectors as ``RAGSPINE_PAGE_VECTOR_DTYPE`` says (``--page-dtype``
-overrides it); the stored-vector check allows float16 rounding.
+overrides it; the embedded default is int8, scored in numpy beside the shard); the
+stored-vector check allows int8 or float16 rounding.
 
 Measured on the 2-core development machine, MUVERA first stage (int8 scan, 100 candidates),
 float16, ``--optimize`` (optimize 2 / 7 / 45 s), load average 1.2-2.4: 1,000 / 5,000 / 20,000

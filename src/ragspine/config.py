@@ -6,6 +6,7 @@ Library code takes a :class:`Settings` (or the values it needs) as an argument; 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -268,6 +269,13 @@ class Settings(BaseSettings):
     #: GPUs per model replica (PageEncoder, QueryEncoder, DenseEncoder, Reranker); a fraction
     #: lets replicas share one GPU; 0 = run the models on CPU.
     ray_model_gpus: float = Field(default=0.0, ge=0, le=8)
+
+    @field_validator("exact_device")
+    @classmethod
+    def _exact_device(cls, v: str) -> str:
+        if not re.fullmatch(r"auto|numpy|cpu|mps|cuda(:\d+)?", v):
+            raise ValueError(f"exact_device must be auto, numpy, cpu, mps, cuda or cuda:N, got {v!r}")
+        return v
 
     @field_validator("ray_address", mode="before")
     @classmethod

@@ -151,6 +151,11 @@ def test_edge_store_scores_on_the_device_once_ready(tmp_path: Path) -> None:
 
 
 def test_resolve_device() -> None:
+    from ragspine.config import Settings
+
+    assert Settings(exact_device="cuda:1").exact_device == "cuda:1"
+    with pytest.raises(ValueError, match="exact_device must be auto, numpy"):
+        Settings(exact_device="cdua")
     assert resolve_device("numpy") is None
     assert resolve_device("cuda:1") == "cuda:1"
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else None)

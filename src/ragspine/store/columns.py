@@ -1,14 +1,15 @@
 """Page multivectors kept by ragspine beside an Edge shard: int8 codes with one scale per
-token, in flat files read through memory maps, scored by
-:func:`~ragspine.scoring.multivector.maxsim_int8` in numpy.
+token, in flat files, scored by :func:`~ragspine.scoring.multivector.maxsim_int8` in numpy.
 
 Why not in the shard: Qdrant stores a multivector as float16 at best (264 KB a ColPali page of
 1,030 x 128), its int8 copies come on top of the originals, and its MaxSim rescoring of 100
 candidates cost ~45 ms at 20,000 pages on 2 cores. Here a page is 132 KB of codes plus 4 KB of
-scales, and the exact stage converts the candidates' codes from the page cache straight into
-the matrix product: no read into Python objects, no copy. (A first version kept the codes as
-SQLite blobs; reading 116 candidates and joining them cost ~25 ms a query, more than the
-product.) ``bench/scale.py`` measures it; docs/visual-scale.md has the figures.
+scales; the exact stage reads the candidates' bytes with ``preadv`` into buffers each thread
+reuses and converts them from there into the matrix product. (A first version kept the codes
+as SQLite blobs: reading 116 candidates and joining them cost ~25 ms a query, more than the
+product. Memory maps cost a page fault every 4 KB touched: ~11,700 faults a query over 20,000
+pages against ~2,300 with reused buffers, and a p50 that swung between 17 and 30 ms.)
+``bench/scale.py`` measures it; docs/visual-scale.md has the figures.
 
 Layout, per field: ``<field>.sqlite`` (the index: ``id -> (start, n)`` token offsets, and the
 file generation), ``<field>.<gen>.codes`` (int8, ``dim`` bytes a token) and
@@ -19,9 +20,8 @@ re-classified RESTRICTED) page leaves no vectors on disk. :meth:`keep_only` (run
 optimize) rewrites the live pages into the next generation when a quarter of the file is
 garbage; the index switches generation in the same transaction as the new offsets.
 
-One process owns a library's shard (Edge locks it) and so its columns; writes hold this
-object's lock, reads take a snapshot of the index entries and the maps under it and then run
-unlocked.
+One process owns a library's shard (Edge locks it) and so its columns; writes and reads hold
+this object's lock (a rewrite swaps the files), the arithmetic on what was read does not.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 COLUMN_FORMAT = 1
 #: SQLite binds at most 32,766 parameters per statement; ids are deleted in chunks of this.
 _IN_CHUNK = 900
+#: Pages read and scored at a time (~35 MB of read buffer per thread for ColPali pages).
+_READ_CHUNK = 256
 #: :meth:`MultivectorColumn.keep_only` rewrites the files when this share of them is garbage.
 COMPACT_GARBAGE_SHARE = 0.25
 
@@ -60,6 +62,7 @@ class MultivectorColumn:
         (it must not exist)."""
         self.path = Path(path)
         self._lock = threading.RLock()
+        self._tls = threading.local()  # per-thread read buffers
         #: The device copy scoring this column when one is attached and built (store.resident).
         self.resident: ResidentColumn | None = None
         if dim is not None and self.path.exists():
@@ -110,24 +113,45 @@ class MultivectorColumn:
         # The end of the data in tokens: appends go after any unreferenced tail a crash left.
         size = os.fstat(self._fds["codes"]).st_size // self.dim
         self._end = max([size] + [s + n for s, n in self._index.values()])
-        self._maps: tuple[np.ndarray, np.ndarray] | None = None
-        self._mapped = 0
 
     def _close_files(self) -> None:
         for fd in self._fds.values():
             os.close(fd)
         self._fds = {}
-        self._maps, self._mapped = None, 0
 
-    def _view(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Maps of the data files covering every token written (lock held)."""
-        if self._end == 0:
-            return None
-        if self._maps is None or self._mapped < self._end:
-            codes = np.memmap(self._file("codes", self._gen), dtype=np.int8, mode="r", shape=(self._end, self.dim))
-            scale = np.memmap(self._file("scale", self._gen), dtype=np.float32, mode="r", shape=(self._end,))
-            self._maps, self._mapped = (codes, scale), self._end
-        return self._maps
+    def _buffers(self, tokens: int) -> tuple[np.ndarray, np.ndarray]:
+        """This thread's read buffers, at least ``tokens`` long: reused, so their pages stay
+        mapped (a fresh 13 MB array, or a memory map of the file, cost a page fault every 4 KB;
+        ~11,700 faults against ~2,300 and a steadier p50 over 20,000 pages)."""
+        codes = getattr(self._tls, "codes", None)
+        if codes is None or codes.shape[0] < tokens:
+            cap = max(tokens, 4096)
+            self._tls.codes = np.empty((cap, self.dim), dtype=np.int8)
+            self._tls.scale = np.empty(cap, dtype=np.float32)
+        return self._tls.codes, self._tls.scale
+
+    def _read_into(self, kind: str, out: np.ndarray, offset: int) -> None:
+        n = os.preadv(self._fds[kind], [memoryview(out).cast("B")], offset)
+        if n != out.nbytes:
+            raise StoreError(f"vector column {self.path}: {kind} file ends early ({n} of {out.nbytes} bytes "
+                             f"at {offset}); the column is damaged")
+
+    def _read(self, ids: Sequence[str]) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """``(id, codes, scale)`` of the stored pages of ``ids`` (absent ids left out), read into
+        this thread's buffers: valid until this thread's next read. Reads hold the lock (the
+        files are swapped by a rewrite); the arithmetic on them does not."""
+        with self._lock:
+            self._check_open()
+            spans = [(str(pid), self._index[str(pid)]) for pid in ids if str(pid) in self._index]
+            codes, scale = self._buffers(sum(n for _pid, (_s, n) in spans))
+            out, off = [], 0
+            for pid, (s, n) in spans:
+                c, sc = codes[off : off + n], scale[off : off + n]
+                self._read_into("codes", c, s * self.dim)
+                self._read_into("scale", sc, s * 4)
+                out.append((pid, c, sc))
+                off += n
+        return out
 
     def _write_at(self, start: int, codes: bytes, scale: bytes) -> None:
         os.pwrite(self._fds["codes"], codes, start * self.dim)
@@ -218,18 +242,18 @@ class MultivectorColumn:
 
     def _compact(self) -> None:
         """Write the live pages back to back into the next generation and switch to it."""
-        view = self._view()
         gen = self._gen + 1
         fds = {k: os.open(self._file(k, gen), os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) for k in ("codes", "scale")}
         spans: list[tuple[str, int, int]] = []
         try:
             start = 0
-            for pid, (s, n) in sorted(self._index.items(), key=lambda kv: kv[1][0]):
-                assert view is not None
-                os.pwrite(fds["codes"], view[0][s : s + n].tobytes(), start * self.dim)
-                os.pwrite(fds["scale"], view[1][s : s + n].tobytes(), start * 4)
-                spans.append((pid, start, n))
-                start += n
+            order = sorted(self._index, key=lambda pid: self._index[pid][0])
+            for i in range(0, len(order), _READ_CHUNK):
+                for pid, c, sc in self._read(order[i : i + _READ_CHUNK]):
+                    os.pwrite(fds["codes"], c.tobytes(), start * self.dim)
+                    os.pwrite(fds["scale"], sc.tobytes(), start * 4)
+                    spans.append((pid, start, len(c)))
+                    start += len(c)
             for fd in fds.values():
                 os.fsync(fd)
         finally:
@@ -253,17 +277,6 @@ class MultivectorColumn:
         """Keep ``resident`` in step with every later write and let it score once built."""
         self.resident = resident
 
-    def _pages(self, ids: Sequence[str]) -> list[tuple[str, np.ndarray, np.ndarray]]:
-        """``(id, codes, scale)`` views of the stored pages of ``ids`` (absent ids left out)."""
-        with self._lock:
-            self._check_open()
-            view = self._view()
-            spans = [(str(pid), self._index[str(pid)]) for pid in ids if str(pid) in self._index]
-        if view is None:
-            return []
-        codes, scale = view
-        return [(pid, codes[s : s + n], scale[s : s + n]) for pid, (s, n) in spans]
-
     def token_count(self) -> int:
         with self._lock:
             return sum(n for _s, n in self._index.values())
@@ -274,7 +287,7 @@ class MultivectorColumn:
         with self._lock:
             ids = list(self._index)
         for i in range(0, len(ids), batch):
-            yield [(pid, len(c), c.tobytes(), s.tobytes()) for pid, c, s in self._pages(ids[i : i + batch])]
+            yield [(pid, len(c), c.tobytes(), s.tobytes()) for pid, c, s in self._read(ids[i : i + batch])]
 
     def ids(self) -> list[str]:
         with self._lock:
@@ -285,7 +298,10 @@ class MultivectorColumn:
 
     def get(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored multivectors of ``ids`` (absent ids are left out), dequantized to float32."""
-        return {pid: c.astype(np.float32) * s[:, None] for pid, c, s in self._pages(ids)}
+        out = {}
+        for i in range(0, len(ids), _READ_CHUNK):
+            out.update({pid: c.astype(np.float32) * s[:, None] for pid, c, s in self._read(ids[i : i + _READ_CHUNK])})
+        return out
 
     def maxsim(self, query: npt.ArrayLike, ids: Sequence[str]) -> dict[str, float]:
         """Exact MaxSim of ``query`` ``(nq, dim)`` against the stored pages of ``ids``
@@ -294,11 +310,13 @@ class MultivectorColumn:
             scores = self.resident.maxsim(query, ids)
             if scores is not None:
                 return scores
-        pages = self._pages(ids)
-        if not pages:
-            return {}
-        out = maxsim_int8(query, [(c, s) for _pid, c, s in pages])
-        return {pid: float(x) for (pid, _c, _s), x in zip(pages, out, strict=True)}
+        out: dict[str, float] = {}
+        for i in range(0, len(ids), _READ_CHUNK):  # bounded buffers, even for every page of a library
+            pages = self._read(ids[i : i + _READ_CHUNK])
+            if pages:
+                scores = maxsim_int8(query, [(c, s) for _pid, c, s in pages])
+                out.update({pid: float(x) for (pid, _c, _s), x in zip(pages, scores, strict=True)})
+        return out
 
     def close(self) -> None:
         with self._lock:
