@@ -62,8 +62,18 @@ The library stores page vectors as ``RAGSPINE_PAGE_VECTOR_DTYPE`` says (``--page
 overrides it; the embedded default is int8, scored in numpy beside the shard); the
 stored-vector check allows int8 or float16 rounding.
 
-Measured on the 2-core development machine, MUVERA first stage (int8 scan, 100 candidates),
-float16, ``--optimize`` (optimize 2 / 7 / 45 s), load average 1.2-2.4: 1,000 / 5,000 / 20,000
+Measured on the 2-core development machine, MUVERA first stage, int8 full vectors scored in
+numpy beside the shard (the embedded default), ``--optimize``, load average 1.6-2.0: 1,000 /
+5,000 / 20,000 pages: ingest 50 / 59 / 57 pages/s; vector p50 25 / 33 / 54 ms, hybrid p50 29 /
+38 / 52 ms (two earlier runs of nearly the same code: 20k vector p50 58 and 61 ms; the machine's
+noise is as large as the gain); recall@10 1.000; 217-219 KB of disk a page (store 184-186 KB);
+the store's exhaustive MaxSim 6.5 s at 20k (162x slower than the fast path). Candidates at 20k:
+50 -> 31 ms, 100 -> 40 ms, 200 -> 58 ms. ``--store-only 50000``: vector p50 102 ms, hybrid
+113 ms, recall@10 1.000, 181 KB a page. ``--run 1`` at 5,000 pages: recall@10 0.88 / 0.92 / 0.97
+/ 0.99 with 50 / 100 / 200 / 400 candidates.
+
+Before, float16 full vectors inside Qdrant, MUVERA first stage (int8 scan, 100 candidates),
+``--optimize`` (optimize 2 / 7 / 45 s), load average 1.2-2.4: 1,000 / 5,000 / 20,000
 pages: ingest 35 / 39 / 44 pages/s (first stage 11 ms a page); vector p50 35 / 31 / 59 ms,
 hybrid p50 38 / 33 / 61 ms (growth 5k -> 20k 1.9x: the exact stage reads 100 candidates' 264 KB
 each out of a 5 GB file); recall@10 1.000; 342-347 KB of disk a page (store 309-314 KB); the
