@@ -218,3 +218,13 @@ def test_rewrite_drops_garbage_and_a_crash_leaves_nothing_behind(tmp_path: Path)
     assert again.maxsim(q, [pid(9), pid(0)]) == pytest.approx({pid(9): want[pid(7)], pid(0): want[pid(0)]})
     assert again.token_count() == 60 and len(again) == 6
     again.close()
+
+
+def test_a_truncated_column_file_is_named_not_misread(tmp_path: Path) -> None:
+    col = MultivectorColumn(tmp_path / "f.sqlite", dim=D)
+    col.put([(pid(0), np.eye(3, D, dtype=np.float32)), (pid(1), np.eye(5, D, dtype=np.float32))])
+    os.truncate(tmp_path / "f.0.codes", 4 * D)  # page 1 (tokens 3-7) is cut short
+    assert col.maxsim(np.ones((1, D)), [pid(0)]) == pytest.approx({pid(0): 1.0})
+    with pytest.raises(StoreError, match=r"codes file ends early .* damaged"):
+        col.maxsim(np.ones((1, D)), [pid(1)])
+    col.close()
