@@ -159,3 +159,22 @@ def test_resolve_device() -> None:
     assert resolve_device("numpy") is None
     assert resolve_device("cuda:1") == "cuda:1"
     assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else None)
+
+
+def test_garbage_over_the_live_pages_rewrites_the_copy_by_itself(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import ragspine.store.resident as resident
+
+    monkeypatch.setattr(resident, "COMPACT_SLACK_TOKENS", 0)
+    col = MultivectorColumn(tmp_path / "c.sqlite", dim=D)
+    res = ResidentColumn(col, "cpu")
+    res.build()
+    col.attach(res)
+    x = np.eye(4, D, dtype=np.float32)
+    col.put([(pid(0), x), (pid(1), x)])
+    col.put([(pid(0), 2 * x)])  # 12 tokens used, 8 live: under 2 x live
+    assert res._used == 12
+    col.put([(pid(0), 3 * x)])  # 16 used, not over 2 x 8 live: kept
+    col.put([(pid(0), 4 * x)])  # 20 used > 16: rewritten to the 8 live tokens
+    assert res._used == 8
+    assert res.maxsim(np.ones((1, D)), [pid(0), pid(1)]) == pytest.approx({pid(0): 4.0, pid(1): 1.0})

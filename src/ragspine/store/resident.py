@@ -37,6 +37,11 @@ DEVICE_MEMORY_SHARE = 0.6
 _ALL_BLOCK_PAGES = 4096
 
 
+#: The copy is rewritten when its garbage (deleted and replaced pages) exceeds its live tokens
+#: plus this many (~1,000 ColPali pages: small libraries never pay for a rewrite).
+COMPACT_SLACK_TOKENS = 1_000_000
+
+
 def _torch() -> Any:
     import torch
 
@@ -158,7 +163,7 @@ class ResidentColumn:
             self._slot_id.append(pid)
             self._used += n
         self._live = None
-        if self._used > 2 * sum(self._slot_len[k] for k in self._index.values()) + 1_000_000:
+        if self._used > 2 * sum(self._slot_len[k] for k in self._index.values()) + COMPACT_SLACK_TOKENS:
             self._compact()
 
     def _compact(self) -> None:
