@@ -228,3 +228,43 @@ def test_a_truncated_column_file_is_named_not_misread(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=r"codes file ends early .* damaged"):
         col.maxsim(np.ones((1, D)), [pid(1)])
     col.close()
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_optimize_does_not_drop_the_vectors_of_a_write_made_while_it_runs(lib, monkeypatch: pytest.MonkeyPatch,
+                                                                          guarded: bool) -> None:
+    """optimize() lists the shard's live ids, then removes every column entry not on the list.
+    A page written between the two (column, then shard) is not on the list but is in the
+    column: without the per-library column lock its vectors would go and the page would be
+    found by no search. The unguarded run shows the lock is what prevents it."""
+    import threading
+
+    store, _pages, _fdes, _enc = lib
+    col = store._cols("lib")[FULL]
+    if not guarded:
+        monkeypatch.setattr(store, "_col_lock", lambda name: threading.Lock())  # a fresh lock: no exclusion
+    listed, written = threading.Event(), threading.Event()
+    keep_only = col.keep_only
+
+    def slow_keep_only(live):  # noqa: ANN001, ANN202 - wraps MultivectorColumn.keep_only
+        listed.set()  # the live ids are taken; let the writer in
+        written.wait(timeout=0.5)  # guarded: the writer is blocked, this times out
+        return keep_only(live)
+
+    monkeypatch.setattr(col, "keep_only", slow_keep_only)
+    new = np.eye(3, D, dtype=np.float32)
+
+    def write() -> None:
+        listed.wait(timeout=5)
+        store.upsert("lib", [PointData(pid(700), {"kind": KIND_PAGE, "doc_id": "new", "page": 1}, dense={FULL: new})])
+        written.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    store.optimize("lib")
+    writer.join(timeout=10)
+    assert written.is_set()
+    assert store.retrieve("lib", [pid(700)])  # the shard has the page either way
+    found = pid(700) in ids(store.search_multivector("lib", [[0.0] * (D - 1) + [1.0]], Where(), 100, full_field=FULL))
+    has_vectors = bool(store.retrieve_vectors("lib", [pid(700)], FULL))
+    assert (found, has_vectors) == ((True, True) if guarded else (False, False))
