@@ -117,8 +117,9 @@ def maxsim_int8(
     ``t`` being ``codes[t] * scale[t]``. The codes may be views of a memory map: they are read
     once, converted to float32 straight into a reused block of ``INT8_CONVERT_BLOCK`` tokens
     (several pages, or one longer page), and the block is multiplied with the query while it is
-    in cache. Each column is then scaled (``<q, c * s> = s <q, c>``) and the per-page maximum
-    is one ``np.maximum.reduceat``. The scores are :func:`maxsim_many` of the dequantized pages
+    in cache, as ``block @ query.T`` (page tokens x query tokens: the long side is the rows,
+    15-20% faster with OpenBLAS than ``query @ block.T``, same values). Each row is then scaled
+    (``<q, c * s> = s <q, c>``) and the per-page maximum is one ``np.maximum.reduceat``. The scores are :func:`maxsim_many` of the dequantized pages
     up to float32 rounding (a test holds them to it).
     """
     qa = _as_2d("query", q)  # (nq, d)
@@ -134,6 +135,7 @@ def maxsim_int8(
     if not len(pages):
         return out
     buf = np.empty((max(INT8_CONVERT_BLOCK, int(lengths.max())), d), dtype=np.float32)
+    q_t = np.ascontiguousarray(qa.T)  # (d, nq)
     per_block = max(1, MAXSIM_BLOCK // qa.shape[0])  # page tokens per similarity block
     first = 0
     while first < len(pages):
@@ -142,8 +144,8 @@ def maxsim_int8(
         while last < len(pages) and (last == first or tokens + lengths[last] <= per_block):
             tokens += int(lengths[last])
             last += 1
-        sim = np.empty((qa.shape[0], tokens), dtype=np.float32)  # (nq, tokens)
-        col = 0  # columns of sim filled
+        sim = np.empty((tokens, qa.shape[0]), dtype=np.float32)  # (tokens, nq)
+        row = 0  # rows of sim filled
         i = first
         while i < last:
             # Convert pages into the buffer until the next one would overflow it, then multiply.
@@ -153,11 +155,11 @@ def maxsim_int8(
                 np.copyto(buf[fill : fill + n], pages[i][0], casting="unsafe")
                 fill += n
                 i += 1
-            np.matmul(qa, buf[:fill].T, out=sim[:, col : col + fill])
-            col += fill
-        sim *= np.concatenate([np.asarray(pages[k][1], dtype=np.float32) for k in range(first, last)])
+            np.matmul(buf[:fill], q_t, out=sim[row : row + fill])
+            row += fill
+        sim *= np.concatenate([np.asarray(pages[k][1], dtype=np.float32) for k in range(first, last)])[:, None]
         starts = np.concatenate(([0], np.cumsum(lengths[first : last - 1])))
-        out[first:last] = np.maximum.reduceat(sim, starts, axis=1).sum(axis=0, dtype=np.float64)
+        out[first:last] = np.maximum.reduceat(sim, starts, axis=0).sum(axis=1, dtype=np.float64)
         first = last
     return out
 
