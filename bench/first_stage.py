@@ -136,7 +136,7 @@ def measure(cfg: dict[str, Any], fde: np.ndarray, queries: np.ndarray, exact: Se
             hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10000), quantization_config=cfg["quant"])},
         wal_enabled=False,
     )
-    path = root / cfg["name"]
+    path = root / f"{len(list(root.iterdir())) if root.exists() else 0}-{cfg['name']}"
     path.mkdir(parents=True)
     shard = qe.EdgeShard.create(str(path), config)
     try:

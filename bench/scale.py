@@ -428,7 +428,7 @@ def measure_search(eng: Any, lib: str, workload: Workload, n_pages: int, exact: 
                    pages_per_pdf: int, prefix: str, baseline_queries: int, log: Callable[..., None]) -> dict[str, Any]:
     """Vector and hybrid latency, recall@10, the store's share, and the store-exhaustive baseline."""
     from ragspine.catalog import PAGE_FULL, first_stage_query, library_models
-    from ragspine.store.base import KIND_PAGE, Where
+    from ragspine.store.base import KIND_PAGE, Where, fde_oversampling
 
     timers = Timers()
     texts = workload.texts
@@ -500,9 +500,11 @@ def measure_search(eng: Any, lib: str, workload: Workload, n_pages: int, exact: 
         agree.append(len(set(got) & set(exact[i])) / TOP_K)
         # The fast path's store call alone, with the searcher's arguments, right after.
         t = time.perf_counter()
-        first_field, first_q = first_stage_query(workload.queries[i], library_models(eng.libraries.get(lib), eng.models))
+        lm = library_models(eng.libraries.get(lib), eng.models)
+        first_field, first_q = first_stage_query(workload.queries[i], lm)
         eng.store.search_multivector(lib, q, where, 100, full_field=PAGE_FULL, pooled_field=first_field,
                                      prefetch_query=first_q, prefetch_limit=max(eng.settings.prefetch_for(eng.settings.page_pooling), 100),
+                                     prefetch_oversampling=fde_oversampling(lm.fde_quantization) if first_q else None,
                                      fields=["doc_id", "page"])
         fast_ms.append((time.perf_counter() - t) * 1000)
     out["store_exhaustive"] = {

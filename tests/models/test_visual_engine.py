@@ -125,6 +125,10 @@ def test_ingest_stores_the_models_page_vectors_and_vector_search_ranks_by_maxsim
         # Embedded default: int8 full vectors (a column beside the shard), a float16 first stage.
         assert rec.encoders[PAGE_FULL]["datatype"] == (dtype or "int8")
         assert rec.encoders[first]["datatype"] == "float16"
+        if pooling == "muvera":  # the scanned copy: TurboQuant 2-bit on the embedded store
+            assert rec.encoders[first]["quantization"] == "turbo2"
+            cfg = json.loads((data_dir / "libraries" / "lib" / "shard" / "edge_config.json").read_text())
+            assert set(cfg["vectors"][PAGE_FDE]["quantization_config"]) == {"turbo"}
         assert (data_dir / "libraries" / "lib" / "columns" / f"{PAGE_FULL}.sqlite").exists() == (dtype is None)
         res = eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
         assert res.status == "indexed" and res.pages_indexed == 4
@@ -564,5 +568,38 @@ def test_visual_exits_drop_a_page_planted_as_restricted(colpali_dir: Path, data_
             eng.similarity_map("lib", "q3", 2, query)
         with pytest.raises(NotFoundError, match="no page 2"):
             eng.thumbnail("lib", "q3", 2)
+    finally:
+        eng.close()
+
+
+@pytest.mark.parametrize(("first_stage_quantization", "older_record", "want"), [
+    (None, False, 4.0),  # the embedded default: TurboQuant 2-bit, 4x (store.base.FDE_OVERSAMPLING_BY_COPY)
+    ("scalar", False, 2.0),  # an int8 copy: 2x
+    (None, True, 2.0),  # a library recorded before the choice existed has an int8 copy
+])
+def test_the_muvera_first_stage_oversamples_as_its_copy_needs(
+    colpali_dir: Path, data_dir: Path, pdf_bytes: bytes, first_stage_quantization: str | None, older_record: bool,
+    want: float,
+) -> None:
+    eng = Engine(_settings(data_dir, page_model=str(colpali_dir), page_pooling="muvera",
+                           first_stage_quantization=first_stage_quantization))
+    seen: list[Any] = []
+    inner = eng.store.search_multivector
+
+    def spy(name: str, query: Any, where: Any, limit: int, **kw: Any) -> Any:
+        seen.append(kw.get("prefetch_oversampling"))
+        return inner(name, query, where, limit, **kw)
+
+    try:
+        rec = eng.create_library("lib")
+        assert rec.encoders[PAGE_FDE]["quantization"] == (first_stage_quantization or "turbo2")
+        eng.ingest("lib", pdf_bytes, {"doc_id": "q3"})
+        if older_record:
+            old = eng.libraries.get("lib")
+            old.encoders[PAGE_FDE].pop("quantization")
+            eng.libraries.save(old)
+        eng.store.search_multivector = spy  # type: ignore[method-assign]
+        out = eng.search({"query": "sales by region", "libraries": ["lib"], "mode": "vector", "top_k": 4})
+        assert seen == [want] and len(out.hits) == 4
     finally:
         eng.close()

@@ -193,6 +193,17 @@ def test_page_vector_dtype_default_follows_the_store(tmp_path: Path) -> None:
     assert Settings(data_dir=tmp_path, page_quantization="scalar", page_vector_dtype="float16").page_quantization
 
 
+def test_first_stage_quantization_default_follows_the_store(tmp_path: Path) -> None:
+    """TurboQuant needs Qdrant 1.18; the manifests run 1.17, so a server gets int8."""
+    assert Settings(data_dir=tmp_path).fde_quantization == "turbo2"
+    assert Settings(data_dir=tmp_path, qdrant_url="http://qdrant:6333").fde_quantization == "scalar"
+    assert Settings(data_dir=tmp_path, first_stage_quantization="scalar").fde_quantization == "scalar"
+    assert Settings(data_dir=tmp_path, qdrant_url="http://q:6333", first_stage_quantization="turbo2").fde_quantization \
+        == "turbo2"
+    with pytest.raises(ValueError, match="first_stage_quantization"):
+        Settings(data_dir=tmp_path, first_stage_quantization="binary")
+
+
 def test_rewrite_drops_garbage_and_a_crash_leaves_nothing_behind(tmp_path: Path) -> None:
     rng = np.random.default_rng(12)
     ps = [exact_page(rng, 10) for _ in range(8)]

@@ -19,6 +19,7 @@ from ragspine.scoring.multivector import maxsim_many, pool_rows_cols
 from ragspine.store import Store
 from ragspine.store.base import (
     DEFAULT_PREFETCH_LIMIT,
+    FDE_OVERSAMPLING,
     KIND_CHUNK,
     TIE_OVERFETCH,
     KIND_PAGE,
@@ -476,12 +477,12 @@ def test_datatype_is_checked() -> None:
 FDE = "page_fde"
 
 
-@pytest.mark.parametrize("int8", [False, True], ids=["graph", "int8-scan"])
-def test_muvera_first_stage_hands_its_inner_product_top_to_exact_maxsim(store: Store, int8: bool) -> None:
+@pytest.mark.parametrize("quant", [None, "scalar", "turbo2"], ids=["graph", "int8-scan", "turbo2-scan"])
+def test_muvera_first_stage_hands_its_inner_product_top_to_exact_maxsim(store: Store, quant: str | None) -> None:
     """The single-vector first stage ranks by the raw inner product of the encodings (a page
     encoding scaled up moves up; a cosine field would not see it) and exact MaxSim reranks only
-    its top ``max(prefetch_limit, limit + TIE_OVERFETCH)``. With the int8 copy (the default
-    ``muvera`` field: no graph, scalar quantization, built by optimize) the candidates are
+    its top ``max(prefetch_limit, limit + TIE_OVERFETCH)``. With a quantized copy (the
+    ``muvera`` field: no graph, TurboQuant 2-bit or int8, built by optimize) the candidates are
     rescored with the originals, so the same ones come out."""
     from ragspine.scoring.muvera import Muvera, MuveraParams
 
@@ -501,21 +502,42 @@ def test_muvera_first_stage_hands_its_inner_product_top_to_exact_maxsim(store: S
     outside = [int(i) for i in np.argsort(-before, kind="stable")[n_candidates:] if before[i] > 0 and i != 7]
     long = max(outside, key=lambda i: exact[i])
     fdes[long] *= 25.0
-    fde_field = (DenseField(FDE, fdes.shape[1], distance="dot", hnsw=False, quantization="scalar") if int8
+    fde_field = (DenseField(FDE, fdes.shape[1], distance="dot", hnsw=False, quantization=quant) if quant
                  else DenseField(FDE, fdes.shape[1], distance="dot"))
-    store.create_collection("lib", CollectionSpec(dense=(DenseField(FULL, D, multivector=True, hnsw=False), fde_field)))
+    # indexing_threshold_kb=1: Qdrant builds the int8 copy of even these 60 pages (its default
+    # threshold, 10 MB, would leave them unquantized and the scan would read the originals).
+    store.create_collection("lib", CollectionSpec(dense=(DenseField(FULL, D, multivector=True, hnsw=False), fde_field),
+                                                  indexing_threshold_kb=1))
     store.upsert("lib", [PointData(pid(i), {"kind": KIND_PAGE, "doc_id": "d", "page": i + 1},
                                    dense={FULL: p.tolist(), FDE: fdes[i].tolist()})
                          for i, p in enumerate(pages)])
-    store.optimize("lib")  # builds the int8 copy (Qdrant Edge builds it only here)
+    store.optimize("lib")  # builds the quantized copy (Qdrant Edge builds it only here)
+    if quant and isinstance(store, EdgeStore):  # the copy is built, so the scan below reads it
+        copies = [p.read_text() for p in store.root.glob(f"lib/shard/segments/*/vector_storage-{FDE}/quantized.config.json")]
+        assert copies and all(("turbo" if quant == "turbo2" else "scalar") in c for c in copies)
     exhaustive = store.search_multivector("lib", q.tolist(), Where(), limit, full_field=FULL)
     assert ranking(exhaustive)[0] == pid(7)
     hits = store.search_multivector("lib", q.tolist(), Where(), limit, full_field=FULL, pooled_field=FDE,
                                     prefetch_query=qf.tolist(), prefetch_limit=limit)
     by_dot = [int(i) for i in np.argsort(-(fdes @ qf), kind="stable")[:n_candidates]]
     assert long in by_dot and 7 not in by_dot
-    assert ranking(hits) == expected(q, pages, by_dot)[:limit]
-    assert pid(long) in ranking(hits)
+    got = [int(uuid.UUID(h)) - 1 for h in ranking(hits)]
+    if quant is None:
+        assert ranking(hits) == expected(q, pages, by_dot)[:limit]
+    else:
+        # The quantized copy picks the candidates by its own scores (2x oversampled, then the
+        # originals keep the best): every hit comes from the oversampled top by inner product,
+        # and they are ranked by exact MaxSim.
+        pool = np.argsort(-(fdes @ qf), kind="stable")[: int(FDE_OVERSAMPLING * n_candidates)].tolist()
+        assert set(got) <= set(pool) and 7 not in got
+        assert ranking(hits) == expected(q, pages, got)
+        assert len(set(ranking(hits)) & set(expected(q, pages, by_dot)[:limit])) >= limit - 1
+    if quant != "scalar":
+        assert pid(long) in ranking(hits)
+    # else: int8 clips every component at the 0.99 quantile of all of them, so the 25x-long
+    # encoding loses most of its length in the copy and falls out of the oversampled top (it
+    # does on these pages); TurboQuant keeps each vector's norm apart, one reason it is the
+    # embedded default.
     want = maxsim_many(q, pages)
     for h in hits:  # scores are exact MaxSim on the full vectors
         assert h.score == pytest.approx(want[int(uuid.UUID(h.id)) - 1], abs=1e-4)

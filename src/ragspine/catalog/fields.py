@@ -67,17 +67,20 @@ def library_fields(settings: Settings, models: ModelSet) -> tuple[tuple[DenseFie
         dtype = "float16" if full == "int8" else full
         if pooling in MUVERA_STAGES:
             # One encoding per page, scored by inner product (MUVERA approximates MaxSim by it;
-            # a cosine would rescale every page). ``muvera``: no graph, an int8 copy in RAM
-            # scanned and the best rescored with the originals (store.base.FDE_OVERSAMPLING);
-            # ``muvera_hnsw``: an HNSW graph over the originals.
+            # a cosine would rescale every page). ``muvera``: no graph, a quantized copy in RAM
+            # (``Settings.fde_quantization``: TurboQuant 2-bit or int8) scanned and the best
+            # rescored with the originals (store.base.FDE_OVERSAMPLING); ``muvera_hnsw``: an
+            # HNSW graph over the originals.
             params = MuveraParams(dim=ident["dim"])
+            fde_quant = settings.fde_quantization if pooling == "muvera" else None
             if pooling == "muvera":
                 fields.append(DenseField(PAGE_FDE, params.size, distance="dot", datatype=dtype, hnsw=False,
-                                         quantization="scalar"))
+                                         quantization=fde_quant))
             else:
                 fields.append(DenseField(PAGE_FDE, params.size, distance="dot", datatype=dtype,
                                          hnsw_m=FDE_HNSW_M, hnsw_ef_construct=FDE_HNSW_EF_CONSTRUCT))
-            encoders[PAGE_FDE] = {**ident, "pooling": pooling, "datatype": dtype, "muvera": params.record()}
+            encoders[PAGE_FDE] = {**ident, "pooling": pooling, "datatype": dtype, "quantization": fde_quant,
+                                  "muvera": params.record()}
         elif pooling != "none":
             fields.append(DenseField(PAGE_POOLED, ident["dim"], multivector=True, datatype=dtype))
             encoders[PAGE_POOLED] = {**ident, "pooling": pooling, "datatype": dtype,
@@ -105,6 +108,9 @@ class LibraryModels:
     pooling: str | None = None
     pool_factor: int | None = None
     muvera: MuveraParams | None = None
+    #: The quantized copy a ``muvera`` first stage scans (``turbo2`` / ``scalar``; a library
+    #: recorded before the choice existed has ``scalar``); None for other first stages.
+    fde_quantization: str | None = None
     page_missing: str | None = None
     dense_missing: str | None = None
     has_page: bool = False
@@ -161,6 +167,7 @@ def library_models(rec: LibraryRecord, models: ModelSet) -> LibraryModels:
     if fde is not None:
         out["pooling"] = fde.get("pooling", "muvera")
         out["muvera"] = MuveraParams.from_record(fde["muvera"])
+        out["fde_quantization"] = fde.get("quantization", "scalar" if out["pooling"] == "muvera" else None)
     return LibraryModels(**out)
 
 

@@ -31,7 +31,7 @@ from ragspine.retrieval.lexical import LexicalIndex
 from ragspine.store.predicates import Predicate, check_types, merge_field_types, parse_filters
 from ragspine.models.registry import dense_languages, reranker_languages
 from ragspine.scoring.tokenizer import query_language, tokenize
-from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, Hit, Store, Where
+from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, Hit, Store, Where, fde_oversampling
 
 logger = logging.getLogger(__name__)
 
@@ -482,6 +482,7 @@ class Searcher:
                         lib, queries["visual"].tolist(), where_page, vlimit,
                         full_field=PAGE_FULL, pooled_field=first_field, prefetch_query=first_query,
                         prefetch_limit=max(prefetch, vlimit), fields=_RANK_FIELDS,
+                        prefetch_oversampling=fde_oversampling(lm.fde_quantization) if first_query else None,
                     )
                     ranks.append(page_channel([h for h in hits if current(h)], "visual"))
                     visual_ran = True

@@ -48,11 +48,22 @@ TIE_OVERFETCH = 16
 #: hard workload (20,000 pages) recall@10 of 100 candidates rose from 0.80 to 0.855 (of 0.865
 #: for an exact scan) for ~1.5 ms.
 FDE_OVERSAMPLING = 2.0
+#: The oversampling of each kind of first-stage copy (``DenseField.quantization``). TurboQuant
+#: 2-bit takes 4x: bench/first_stage.py at 20,000 pages (hard workload, 100 candidates)
+#: measured recall 0.820 with 2x and 0.830 with 4x, the exact scan's own 0.830, at 6.4 and
+#: 8.3 ms against int8's 0.815 at 10.0 ms.
+FDE_OVERSAMPLING_BY_COPY: dict[str, float] = {"scalar": FDE_OVERSAMPLING, "turbo2": 4.0}
+
+
+def fde_oversampling(quantization: str | None) -> float:
+    """The first-stage oversampling of a single-vector copy quantized as ``quantization``
+    (unknown or ``None``: :data:`FDE_OVERSAMPLING`)."""
+    return FDE_OVERSAMPLING_BY_COPY.get(quantization or "", FDE_OVERSAMPLING)
 #: Scalar int8 quantization clips at this quantile of the values (Qdrant's recommended 0.99).
 SCALAR_QUANTILE = 0.99
 
-Quantization = Literal["scalar", "binary"]
-QUANTIZATIONS: tuple[str, ...] = ("scalar", "binary")
+Quantization = Literal["scalar", "binary", "turbo2"]
+QUANTIZATIONS: tuple[str, ...] = ("scalar", "binary", "turbo2")
 #: How a dense field's original vectors are stored: float16 halves a page multivector's disk
 #: (1,030 x 128 ColPali tokens: 264 KB instead of 527 KB); MaxSim changes in the 4th digit.
 #: ``int8`` (multivectors only, embedded store only): one byte a component and a float32 scale
@@ -77,8 +88,10 @@ class DenseField:
     multivector: bool = False
     #: Build an HNSW graph for this field (off for full multivectors searched only by rescoring).
     hnsw: bool = True
-    #: ``None``, ``"scalar"`` (int8, 4x smaller) or ``"binary"`` (1 bit, 32x smaller); searches
-    #: score on the quantized copy and rescore the candidates with the original vectors.
+    #: ``None``, ``"scalar"`` (int8, 4x smaller), ``"binary"`` (1 bit, 32x smaller) or
+    #: ``"turbo2"`` (TurboQuant: a random rotation, then 2 bits a component, 16x smaller; Qdrant
+    #: 1.18+); searches score on the quantized copy and rescore the candidates with the
+    #: original vectors.
     quantization: Quantization | None = None
     #: HNSW graph degree and build beam; ``None`` = ``HNSW_M`` / ``HNSW_EF_CONSTRUCT``.
     hnsw_m: int | None = None
@@ -354,6 +367,7 @@ class Store(Protocol):
         hnsw_ef: int | None = None,
         oversampling: float | None = None,
         fields: Fields = None,
+        prefetch_oversampling: float | None = None,
     ) -> list[Hit]:
         """Pages by MaxSim of the query multivector ``(nq, d)`` against ``full_field``.
 
@@ -362,6 +376,9 @@ class Store(Protocol):
         candidates. With ``prefetch_query`` too, ``pooled_field`` is a single-vector field (a
         page's MUVERA encoding) and the candidates are its nearest to that one vector (the
         query's encoding). Without ``pooled_field``: exhaustive MaxSim over the full field.
+        The single-vector field's quantized copy picks ``prefetch_oversampling`` (default
+        :data:`FDE_OVERSAMPLING`; :func:`fde_oversampling` gives each copy's) times the
+        candidates, and its originals keep the best ``prefetch_limit``.
 
         A quantized full field: with ``oversampling=None`` (default) the quantized copy is not
         used and the ranking is exact MaxSim; with a number, ``limit * oversampling`` candidates

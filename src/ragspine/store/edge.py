@@ -111,11 +111,13 @@ def _hnsw_config(f: DenseField) -> qe.HnswIndexConfig | None:
 
 def _quantization_config(
     f: DenseField,
-) -> qe.ScalarQuantizationConfig | qe.BinaryQuantizationConfig | None:
+) -> qe.ScalarQuantizationConfig | qe.BinaryQuantizationConfig | qe.TurboQuantQuantizationConfig | None:
     if f.quantization == "scalar":
         return qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=SCALAR_QUANTILE, always_ram=True)
     if f.quantization == "binary":
         return qe.BinaryQuantizationConfig(always_ram=True)
+    if f.quantization == "turbo2":
+        return qe.TurboQuantQuantizationConfig(always_ram=True, bits=qe.TurboQuantBitSize.Bits2)
     return None
 
 
@@ -466,9 +468,12 @@ class EdgeStore:
         hnsw_ef: int | None = None,
         oversampling: float | None = None,
         fields: Fields = None,
+        prefetch_oversampling: float | None = None,
     ) -> list[Hit]:
         q = check_query_multivector(query)  # (nq, d)
         fetch = limit + TIE_OVERFETCH
+        # The single-vector first stage's oversampling (None: a pooled multivector, no copy).
+        pre_over = (prefetch_oversampling or FDE_OVERSAMPLING) if prefetch_query is not None else None
         col = self._cols(name).get(full_field)
         if col is not None:
             # Every candidate is scored exactly here and ties are broken by id among them, so
@@ -476,7 +481,7 @@ class EdgeStore:
             # TIE_OVERFETCH extra a store-side rescoring needs (16% less work at 100).
             return self._search_column(name, col, q, where, limit, pooled_field=pooled_field,
                                        prefetch_query=prefetch_query, prefetch_limit=max(prefetch_limit, limit),
-                                       hnsw_ef=hnsw_ef, fields=fields)
+                                       hnsw_ef=hnsw_ef, fields=fields, pre_over=pre_over)
         full_params = _full_stage_params(oversampling)
         flt = compile_where(where)
         with_payload = _with_payload(fields)
@@ -497,7 +502,7 @@ class EdgeStore:
                 params=qe.SearchParams(
                     hnsw_ef=hnsw_ef,
                     quantization=qe.QuantizationSearchParams(
-                        rescore=True, oversampling=FDE_OVERSAMPLING if prefetch_query is not None else None),
+                        rescore=True, oversampling=pre_over),
                 ),
             )
             req = qe.QueryRequest(
@@ -523,6 +528,7 @@ class EdgeStore:
         prefetch_limit: int,
         hnsw_ef: int | None,
         fields: Fields,
+        pre_over: float | None,
     ) -> list[Hit]:
         """MaxSim on an int8 column: the shard's first stage picks the candidates (with the
         filter), the column scores them exactly; without a first stage every page the filter
@@ -537,7 +543,7 @@ class EdgeStore:
                 filter=compile_where(where),
                 with_payload=_with_payload(fields),
                 params=qe.SearchParams(hnsw_ef=hnsw_ef, quantization=qe.QuantizationSearchParams(
-                    rescore=True, oversampling=FDE_OVERSAMPLING if prefetch_query is not None else None)),
+                    rescore=True, oversampling=pre_over)),
             ))
         scores = col.maxsim(np.asarray(q, dtype=np.float32), [h.id for h in cands])
         # A candidate without vectors in the column (a point written without this field) is

@@ -79,7 +79,7 @@ def _hnsw_config(f: DenseField) -> models.HnswConfigDiff | None:
 
 def _quantization_config(
     f: DenseField,
-) -> models.ScalarQuantization | models.BinaryQuantization | None:
+) -> models.ScalarQuantization | models.BinaryQuantization | models.TurboQuantization | None:
     if f.quantization == "scalar":
         return models.ScalarQuantization(
             scalar=models.ScalarQuantizationConfig(
@@ -88,6 +88,9 @@ def _quantization_config(
         )
     if f.quantization == "binary":
         return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True))
+    if f.quantization == "turbo2":  # Qdrant 1.18+: an older server refuses the collection
+        return models.TurboQuantization(turbo=models.TurboQuantQuantizationConfig(
+            bits=models.TurboQuantBitSize.BITS2, always_ram=True))
     return None
 
 
@@ -444,9 +447,12 @@ class ServerStore:
         hnsw_ef: int | None = None,
         oversampling: float | None = None,
         fields: Fields = None,
+        prefetch_oversampling: float | None = None,
     ) -> list[Hit]:
         q = check_query_multivector(query)  # (nq, d)
         fetch = limit + TIE_OVERFETCH
+        # The single-vector first stage's oversampling (None: a pooled multivector, no copy).
+        pre_over = (prefetch_oversampling or FDE_OVERSAMPLING) if prefetch_query is not None else None
         full_params = _full_stage_params(oversampling)
         c = self._check(name)
         flt = compile_where(where)
@@ -460,7 +466,7 @@ class ServerStore:
                 params=models.SearchParams(
                     hnsw_ef=hnsw_ef,
                     quantization=models.QuantizationSearchParams(
-                        rescore=True, oversampling=FDE_OVERSAMPLING if prefetch_query is not None else None),
+                        rescore=True, oversampling=pre_over),
                 ),
             )
         res = self._api.query_points(
