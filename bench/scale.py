@@ -62,7 +62,14 @@ The library stores page vectors as ``RAGSPINE_PAGE_VECTOR_DTYPE`` says (``--page
 overrides it; the embedded default is int8, scored in numpy beside the shard); the
 stored-vector check allows int8 or float16 rounding.
 
-Measured on the 2-core development machine, MUVERA first stage, int8 full vectors scored in
+Measured on the 2-core development machine, ``--optimize``, int8 full vectors, MUVERA first
+stage with its TurboQuant 2-bit copy (the embedded default), load average 1.1-2.1: 1,000 /
+5,000 / 20,000 pages: ingest 81 / 87 / 84 pages/s; vector p50 18 / 34 / 42 ms, hybrid p50 19 /
+35 / 43 ms (growth 5k -> 20k 1.25x); the shard's first stage 3.0 / 4.9 / 11.8 ms against 3.2 /
+8.8 / 20.3 ms with the int8 copy earlier in the same session (vector p50 24 / 45 / 49 ms then,
+on a slower-running machine: ingest 53-62 pages/s); recall@10 1.000; 219 KB of disk a page.
+
+Before, MUVERA first stage, int8 full vectors scored in
 numpy beside the shard (the embedded default), ``--optimize``, load average 1.6-2.0: 1,000 /
 5,000 / 20,000 pages: ingest 50 / 59 / 57 pages/s; vector p50 25 / 33 / 54 ms, hybrid p50 29 /
 38 / 52 ms (two earlier runs of nearly the same code: 20k vector p50 58 and 61 ms; the machine's
