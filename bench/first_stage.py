@@ -185,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         candidates = [int(c) for c in args.candidates.split(",")]
     except ValueError as e:
         ap.error(str(e))
+    if min(candidates) < 1 or args.repeats < 1:
+        ap.error("--candidates and --repeats must be at least 1")
     if args.pages < args.queries * TOP_K:
         ap.error(f"--pages must be at least {args.queries * TOP_K} (10 planted pages a query)")
     import os

@@ -24,8 +24,11 @@ def test_configurations_parse_and_a_bad_one_is_named() -> None:
     assert fs.parse_config("bin1.5-q8x8")["bits"] == 1.5
     with pytest.raises(ValueError, match="unknown configuration 'turbo3'"):
         fs.parse_config("turbo3")
-    with pytest.raises(SystemExit):
-        fs.main(["--configs", "int9"])
+    for bad in (["--configs", "int9"], ["--candidates", "0"], ["--candidates", "ten"], ["--repeats", "0"],
+                ["--pages", "10"]):
+        with pytest.raises(SystemExit) as exc:
+            fs.main(bad)
+        assert exc.value.code == 2, bad  # argparse's usage error, before any work
 
 
 def test_tiny_run_finds_the_exhaustive_top_10_when_every_page_is_a_candidate(tmp_path: Path) -> None:

@@ -173,7 +173,7 @@ class Settings(BaseSettings):
     page_render_dpi: int = Field(default=96, ge=18, le=300)
     #: The first stage of visual search, the copy of each page that finds the candidates exact
     #: MaxSim reranks: ``muvera`` (one 10,240-dim MUVERA encoding per page, its quantized copy
-    #: scanned in RAM: ~0.4-0.5 us a page; see docs/visual-scale.md), ``muvera_hnsw`` (the same
+    #: scanned in RAM: ~0.6 us a page in a library; see docs/visual-scale.md), ``muvera_hnsw`` (the same
     #: encodings in an HNSW graph), ``rowcol`` (row and column means of the patch grid, ~70
     #: vectors, scanned with MaxSim), ``hierarchical`` (Ward clustering,
     #: ``ceil(n / page_pool_factor)`` vectors, ~0.15 s of CPU per page) or ``none`` (no first

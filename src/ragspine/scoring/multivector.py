@@ -119,8 +119,9 @@ def maxsim_int8(
     (several pages, or one longer page), and the block is multiplied with the query while it is
     in cache, as ``block @ query.T`` (page tokens x query tokens: the long side is the rows,
     15-20% faster with OpenBLAS than ``query @ block.T``, same values). Each row is then scaled
-    (``<q, c * s> = s <q, c>``) and the per-page maximum is one ``np.maximum.reduceat``. The scores are :func:`maxsim_many` of the dequantized pages
-    up to float32 rounding (a test holds them to it).
+    (``<q, c * s> = s <q, c>``) and the per-page maximum is one ``np.maximum.reduceat``. The
+    scores are :func:`maxsim_many` of the dequantized pages up to float32 rounding (a test
+    holds them to it).
     """
     qa = _as_2d("query", q)  # (nq, d)
     d = qa.shape[1]

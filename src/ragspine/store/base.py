@@ -59,6 +59,8 @@ def fde_oversampling(quantization: str | None) -> float:
     """The first-stage oversampling of a single-vector copy quantized as ``quantization``
     (unknown or ``None``: :data:`FDE_OVERSAMPLING`)."""
     return FDE_OVERSAMPLING_BY_COPY.get(quantization or "", FDE_OVERSAMPLING)
+
+
 #: Scalar int8 quantization clips at this quantile of the values (Qdrant's recommended 0.99).
 SCALAR_QUANTILE = 0.99
 
