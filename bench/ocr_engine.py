@@ -148,6 +148,8 @@ def main() -> None:
     ap.add_argument("--dpi", type=int, nargs="+", default=[100, 150, 200])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: all cores)")
+    ap.add_argument("--backend", nargs="+", default=["onnxruntime", "openvino"],
+                    help="engine backends to compare in this run (the first is the baseline)")
     ap.add_argument("--source-dpi", type=int, default=300, help="dpi of the synthetic scan")
     ap.add_argument("--json", action="store_true", help="print one JSON object per dpi")
     args = ap.parse_args()
@@ -155,7 +157,18 @@ def main() -> None:
     doc = build_page()
     truth = body_text(doc)
     scan = scan_of(doc, args.source_dpi)
-    engine = Recording(RapidOcrEngine(threads=args.threads))
+    rows = []
+    for backend in args.backend:
+        rows += run(backend, args, scan, truth)
+    base = rows[0]["median_s"]
+    for row in rows:
+        print(f"{row['backend']} {row['dpi']} dpi: {row['median_s']} s, {base / row['median_s']:.2f}x the "
+              f"first backend's ({args.backend[0]}) {rows[0]['dpi']} dpi, body_token_recall {row['body_token_recall']}")
+    print(f"load average after: {os.getloadavg()[0]:.2f}", file=sys.stderr)
+
+
+def run(backend: str, args: argparse.Namespace, scan: pymupdf.Document, truth: str) -> list[dict[str, object]]:
+    engine = Recording(RapidOcrEngine(threads=args.threads, backend=backend))  # type: ignore[arg-type]
     print(f"body: {len(truth.splitlines())} lines, {len(tokens(truth))} tokens", file=sys.stderr)
     print(f"cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.2f}", file=sys.stderr)
     t = time.perf_counter()
@@ -172,6 +185,8 @@ def main() -> None:
             times.append(result.seconds)
         assert result is not None
         row = {
+            "backend": engine.engine.backend,
+            "threads": args.threads or "all",
             "dpi": dpi,
             "pixels": f"{round(A4[0] * dpi / 72)}x{round(A4[1] * dpi / 72)}",
             "median_s": round(statistics.median(times), 2),
@@ -185,7 +200,7 @@ def main() -> None:
             print(json.dumps(row))
         else:
             print(" ".join(f"{k}={v}" for k, v in row.items()))
-    print(f"load average after: {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    return rows
 
 
 if __name__ == "__main__":

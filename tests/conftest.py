@@ -103,6 +103,10 @@ def _no_ragspine_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for k in list(os.environ):
         if k.startswith(_ENV_PREFIX):
             monkeypatch.delenv(k, raising=False)
+    # The one exception: no OCR worker processes unless a test asks for them (ocr_workers=N in
+    # its Settings). Spawning them and loading their models costs seconds per engine, and most
+    # tests read a page or two; tests/indexing/test_ocr_pool.py covers the pool.
+    monkeypatch.setenv("RAGSPINE_OCR_WORKERS", "1")
 
 
 @pytest.fixture

@@ -100,6 +100,18 @@ class Settings(BaseSettings):
     #: ``auto``: a raster image (after merging overlapping strips) covering at least this share
     #: of its page is read.
     ocr_min_image_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+    #: Worker processes that OCR pages, each with a one-thread engine (bench/ocr.py: two
+    #: one-thread workers read ~1.9x the pages of one process on both cores). One pool per
+    #: process, shared by every document being ingested. 0 = auto: one per CPU core. 1 = no
+    #: worker process: OCR on the ingesting thread with an engine on every core.
+    ocr_workers: int = Field(default=0, ge=0, le=64)
+    #: Niceness added to the OCR worker processes (0-19): they yield the CPU to searches and
+    #: to the rest of ingest, and take every idle core otherwise (the CLI and eval lose nothing).
+    ocr_worker_nice: int = Field(default=10, ge=0, le=19)
+    #: Inference backend of the OCR models: ``auto`` (OpenVINO when installed, else
+    #: onnxruntime), ``openvino`` or ``onnxruntime``. Recognition of one dense A4 scan: 7.9 s
+    #: on onnxruntime, 2.7 s on OpenVINO (one thread; bench/ocr_engine.py).
+    ocr_backend: Literal["auto", "openvino", "onnxruntime"] = "auto"
 
     #: Target passage length in characters, and the overlap between neighbouring passages.
     chunk_chars: int = Field(default=480, gt=0)

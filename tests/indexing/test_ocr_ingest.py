@@ -277,18 +277,19 @@ def test_a_jpeg2000_scan_is_read(eng: Engine) -> None:
     assert (hit.doc_id, hit.text_source) == ("jpx", "ocr")
 
 
-def test_ocr_on_the_render_processes_reads_what_the_ingest_thread_reads(tmp_path: Path) -> None:
+def test_ocr_on_worker_processes_reads_what_the_ingest_thread_reads(tmp_path: Path) -> None:
     pdf = scans.scan_pdf([ScanPage([Line("Container volumes doubled", y=240)]),
                           ScanPage([Line("Dredging finished early", y=300)]),
                           ScanPage([Line("RESTRICTED", x=200, y=450, size=40, color=RED)])])
     got = []
-    for workers in (0, 2):
-        eng = _engine(tmp_path / f"w{workers}", render_workers=workers)
+    for workers in (1, 2):
+        eng = _engine(tmp_path / f"w{workers}", ocr_workers=workers)
         try:
             eng.create_library(LIB)
             res = eng.ingest(LIB, pdf, {"doc_id": "scan"})
             assert (res.pages_ocr, res.pages_dropped) == (2, [3])
-            assert eng.indexer.renders.started is (workers == 2)  # the pool really ran
+            pool = eng.indexer.ocr_pool
+            assert (pool is not None and pool.started) is (workers == 2)  # the pool really ran
             got.append([(h.page, h.text, [round(x, 3) for x in h.bbox]) for h in
                         eng.search({"query": "container dredging", "libraries": [LIB], "mode": "bm25"}).hits])
         finally:

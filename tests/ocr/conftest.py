@@ -16,7 +16,8 @@ if _HERE not in sys.path:  # ``import ocr_kit`` whatever pytest's import mode
 from ragspine.ocr import RapidOcrEngine  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def rapid_engine() -> RapidOcrEngine:
-    # No skip when the package is missing: the engine's error names the pip install.
-    return RapidOcrEngine()
+@pytest.fixture(scope="session", params=["openvino", "onnxruntime"])
+def rapid_engine(request: pytest.FixtureRequest) -> RapidOcrEngine:
+    # Every real-engine test runs on both inference backends. No skip when a package is
+    # missing: the engine's error names the pip install.
+    return RapidOcrEngine(backend=request.param)

@@ -72,6 +72,21 @@ def test_missing_package_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) 
     assert info.value.status == 501
 
 
+def test_backend_auto_is_openvino_when_it_imports_and_onnxruntime_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert RapidOcrEngine().backend == "openvino"  # a dependency of ragspine: installed here
+    assert RapidOcrEngine(backend="onnxruntime").backend == "onnxruntime"
+    # The backend is part of the engine's name, and so of the OCR cache key.
+    assert RapidOcrEngine().name != RapidOcrEngine(backend="onnxruntime").name
+    monkeypatch.setitem(sys.modules, "openvino", None)  # its wheel cannot load here
+    assert RapidOcrEngine().backend == "onnxruntime"
+    with pytest.raises(OcrUnavailableError, match="pip install openvino"):
+        RapidOcrEngine(backend="openvino")
+    with pytest.raises(OcrInputError, match="OCR backend must be one of auto, openvino, onnxruntime, got 'tpu'"):
+        RapidOcrEngine(backend="tpu")  # type: ignore[arg-type]
+
+
 class FakeRapid:
     """Stands in for rapidocr_onnxruntime.RapidOCR 1.4: detection through ``__call__`` with
     ``use_rec=False`` (a list of quads, or None), ``get_crop_img_list`` (axis-aligned crops

@@ -12,9 +12,10 @@ model, thumbnails, BM25 or the graph. What is read depends on ``RAGSPINE_OCR``:
 
 OCR lines keep their boxes in PDF points: each becomes a text block (``source="ocr"``) after the
 text layer's, so passages, bboxes and highlights work as for born-digital text, and hits say
-``text_source: "ocr"``. Pages are read on the calling thread, or on the render worker
-processes (``RAGSPINE_RENDER_WORKERS``) when there are some; identical renders are read once per
-document (:class:`ragspine.ocr.OcrCache`). Nothing here logs page text.
+``text_source: "ocr"``. Pages are read on the OCR worker processes (``RAGSPINE_OCR_WORKERS``,
+:mod:`ragspine.indexing.ocr_pool`), or on the calling thread with one worker; identical renders
+are read once per document and worker (:class:`ragspine.ocr.OcrCache`). Nothing here logs page
+text.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,14 +31,13 @@ import pymupdf
 
 from ragspine.config import Settings
 from ragspine.indexing.pdf import PARAGRAPH_SEP, PageContent, ParsedPDF, TextBlock
-from ragspine.indexing.render import RenderProcesses
+from ragspine.indexing.ocr_pool import OcrProcesses
 from ragspine.ocr import OcrCache, PageOcr, RapidOcrEngine, ocr_page, plan_page
+from ragspine.ocr.rapid import resolve_backend
 
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
-#: Pages per task sent to a worker process.
-_PAGES_PER_TASK = 2
 
 
 @dataclass(frozen=True)
@@ -51,10 +49,12 @@ class OcrOptions:
     min_text_chars: int
     min_image_fraction: float
     band: float  # the policy's marker band: stamps there are read in auto mode
+    backend: str = "auto"  # RAGSPINE_OCR_BACKEND; not in key(): the text read is the same
 
     @classmethod
     def from_settings(cls, s: Settings) -> "OcrOptions":
-        return cls(s.ocr, s.ocr_dpi, s.ocr_min_text_chars, s.ocr_min_image_fraction, s.marker_band)
+        return cls(s.ocr, s.ocr_dpi, s.ocr_min_text_chars, s.ocr_min_image_fraction, s.marker_band,
+                   s.ocr_backend)
 
     def key(self) -> list[Any]:
         """What changes the text a document is indexed with (part of its content key)."""
@@ -72,48 +72,34 @@ class OcrReport:
     seconds: float = 0.0
 
 
-# One engine per process: the ONNX sessions load once (about a second) and are reused.
+# The engine of this process (OCR on the ingesting thread, or in a Ray task): the ONNX models
+# load once (about a second) and are reused. Worker processes have their own
+# (ragspine.indexing.ocr_pool).
 _ENGINE: RapidOcrEngine | None = None
 _ENGINE_LOCK = threading.Lock()
 
 
-def _engine() -> RapidOcrEngine:
+def _engine(backend: str = "auto") -> RapidOcrEngine:
     global _ENGINE
     with _ENGINE_LOCK:
-        if _ENGINE is None:
-            _ENGINE = RapidOcrEngine()
+        if _ENGINE is None or _ENGINE.backend != resolve_backend(backend):
+            _ENGINE = RapidOcrEngine(backend=backend)  # type: ignore[arg-type]
         return _ENGINE
 
 
 def _read(page: pymupdf.Page, opts: OcrOptions, cache: OcrCache) -> PageOcr:
-    return ocr_page(page, _engine(), mode=opts.mode, dpi=opts.dpi,  # type: ignore[arg-type]
+    return ocr_page(page, _engine(opts.backend), mode=opts.mode, dpi=opts.dpi,  # type: ignore[arg-type]
                     min_text_chars=opts.min_text_chars, min_image_fraction=opts.min_image_fraction,
                     band=opts.band, cache=cache)
-
-
-_WORKER_DOCS: dict[str, tuple[pymupdf.Document, OcrCache]] = {}
-
-
-def ocr_pages_worker(key: str, source: bytes | str, numbers: list[int], opts: OcrOptions) -> dict[int, PageOcr]:
-    """In a worker process: OCR of the 1-based pages ``numbers``. The worker keeps the last
-    documents it opened (by ``key``) and a cache per document."""
-    got = _WORKER_DOCS.get(key)
-    if got is None:
-        while len(_WORKER_DOCS) >= 2:
-            _WORKER_DOCS.pop(next(iter(_WORKER_DOCS)))[0].close()
-        doc = (pymupdf.open(source, filetype="pdf") if isinstance(source, str)
-               else pymupdf.open(stream=source, filetype="pdf"))
-        got = _WORKER_DOCS[key] = (doc, OcrCache())
-    doc, cache = got
-    return {n: _read(doc.load_page(n - 1), opts, cache) for n in numbers}
 
 
 class OcrStage:
     """Reads the pixels of the pages that need it and merges what it reads into them."""
 
-    def __init__(self, settings: Settings, procs: RenderProcesses) -> None:
+    def __init__(self, settings: Settings, pool: OcrProcesses | None = None) -> None:
         self.opts = OcrOptions.from_settings(settings)
-        self.procs = procs
+        #: Worker processes (RAGSPINE_OCR_WORKERS), or None: OCR on the calling thread.
+        self.pool = pool
 
     def pages_to_read(self, parsed: ParsedPDF) -> list[int]:
         """1-based numbers of the pages with something to read (the plan only: no rendering)."""
@@ -126,43 +112,27 @@ class OcrStage:
                              o.min_text_chars, o.min_image_fraction, o.band,
                              text_chars=sum(1 for c in p.text if not c.isspace()), has_images=p.has_images)]
 
-    def apply(self, parsed: ParsedPDF, *, key: str, encoder: Any = None,
-              progress: Progress | None = None) -> OcrReport:
+    def apply(self, parsed: ParsedPDF, *, progress: Progress | None = None) -> OcrReport:
         """OCR the pages that need it and add the lines to ``parsed.pages``; returns counts."""
         t0 = time.perf_counter()
-        report = merge_all(parsed, self.read(parsed, key=key, encoder=encoder, progress=progress))
+        report = merge_all(parsed, self.read(parsed, progress=progress))
         report.seconds = time.perf_counter() - t0
         if report.pages:
             logger.info("OCR read %d lines on %d pages in %.1f s", report.lines, report.pages, report.seconds)
         return report
 
-    def read(self, parsed: ParsedPDF, *, key: str, encoder: Any = None,
-             progress: Progress | None = None) -> dict[int, list[tuple[str, tuple[float, float, float, float]]]]:
+    def read(self, parsed: ParsedPDF, *, progress: Progress | None = None) -> dict[int, list[tuple[str, tuple[float, float, float, float]]]]:
         """The OCR lines of every page that needs reading (page number -> text and box in PDF
         points), without changing ``parsed``."""
         numbers = self.pages_to_read(parsed)
-        results = self._run(parsed, numbers, key, encoder, progress) if numbers else {}
+        results = self._run(parsed, numbers, progress) if numbers else {}
         return {n: [(ln.text, ln.box) for ln in r.lines] for n, r in results.items()}
 
-    def _run(self, parsed: ParsedPDF, numbers: Sequence[int], key: str, encoder: Any,
-             progress: Progress | None) -> dict[int, PageOcr]:
-        pool = self.procs.get(encoder) if parsed.source is not None else None
-        out: dict[int, PageOcr] = {}
-        if pool is not None:
+    def _run(self, parsed: ParsedPDF, numbers: Sequence[int], progress: Progress | None) -> dict[int, PageOcr]:
+        if self.pool is not None and parsed.source is not None:
             src = parsed.source if isinstance(parsed.source, (bytes, bytearray)) else str(parsed.source)
-            futs: list[Future[dict[int, PageOcr]]] = []
-            try:
-                for i in range(0, len(numbers), _PAGES_PER_TASK):
-                    futs.append(pool.submit(ocr_pages_worker, key, src, list(numbers[i:i + _PAGES_PER_TASK]),
-                                            self.opts))
-                for fut in futs:
-                    out.update(fut.result())
-                    if progress is not None:
-                        progress(len(out), len(numbers))
-                return out
-            except BrokenProcessPool:
-                self.procs.mark_broken()
-                out = {}  # read everything again on this thread
+            return self.pool.read(bytes(src) if isinstance(src, bytearray) else src, numbers, self.opts, progress)
+        out: dict[int, PageOcr] = {}
         cache = OcrCache()
         assert parsed.doc is not None
         for n in numbers:

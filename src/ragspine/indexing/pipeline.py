@@ -31,6 +31,7 @@ from ragspine.indexing.bm25_stats import UPSERT_BATCH, LibraryStatistics
 from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
 from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
+from ragspine.indexing.ocr_pool import OcrProcesses, auto_workers
 from ragspine.indexing.pdf import ParsedPDF, open_pdf
 from ragspine.indexing.points import PagePassages, length_stats, page_passages, page_points
 from ragspine.indexing.render import PageRenderer, RenderProcesses
@@ -95,8 +96,13 @@ class Indexer:
         self.versions = Versions(store, libraries, thumbs, self.stats)
         #: Worker processes that render pages for a page model (RAGSPINE_RENDER_WORKERS).
         self.renders = RenderProcesses(settings.render_workers)
+        #: Worker processes that OCR pages (RAGSPINE_OCR_WORKERS), started at the first page
+        #: that needs reading; None with one worker (OCR on the ingesting thread) or OCR off.
+        workers = auto_workers(settings.ocr_workers)
+        self.ocr_pool = (OcrProcesses(workers, nice=settings.ocr_worker_nice, backend=settings.ocr_backend)
+                         if workers > 1 and settings.ocr != "off" else None)
         #: OCR of pages whose text is only in pixels, before the policy (RAGSPINE_OCR).
-        self.ocr = OcrStage(settings, self.renders)
+        self.ocr = OcrStage(settings, self.ocr_pool)
         #: Called after each step of a replace with the step's name; tests inject failures here.
         self.step_hook: Callable[[str], None] | None = None
         self.listeners = Listeners()
@@ -104,8 +110,10 @@ class Indexer:
         libraries.on_takeover = self._take_over
 
     def close(self) -> None:
-        """Stop the render processes, if any were started."""
+        """Stop the render and OCR processes, if any were started."""
         self.renders.close()
+        if self.ocr_pool is not None:
+            self.ocr_pool.close()
 
     def _step(self, name: str) -> None:
         if self.step_hook is not None:
@@ -185,8 +193,7 @@ class Indexer:
             if ocr_lines is not None:
                 ocr = merge_all(parsed, dict(ocr_lines))
             else:
-                ocr = self.ocr.apply(parsed, key=f"{library}/{doc_id}/{pdf_sha[:16]}", encoder=self.models.page,
-                                     progress=ocr_progress)
+                ocr = self.ocr.apply(parsed, progress=ocr_progress)
             return self._ingest_parsed(library, parsed, meta, pdf_sha, doc_id, filename, progress, t0,
                                        page_vectors=page_vectors, ocr=ocr, restricted_pages=restricted_pages)
         finally:

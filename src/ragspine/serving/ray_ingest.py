@@ -78,7 +78,6 @@ def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[st
     from ragspine.indexing import MODEL_IMAGE_MAX_PX, parse_metadata
     from ragspine.indexing.ocr import OcrStage, merge_all
     from ragspine.indexing.pdf import open_pdf, render_page_image
-    from ragspine.indexing.render import RenderProcesses
     from ragspine.policy import PagePolicy
     from ragspine.serving.ray_settings import resolve_settings
 
@@ -95,7 +94,7 @@ def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[st
         # OCR first, as the indexer does: a stamp that exists only in pixels drops its page here,
         # before rendering. Only kept pages' lines travel on (to the writer, which indexes them
         # without reading the pixels again); of a dropped page only its number does.
-        ocr = OcrStage(s, RenderProcesses(0)).read(parsed, key=f"bulk/{row['idx']}")
+        ocr = OcrStage(s).read(parsed)  # this Ray CPU task is the parallelism: no worker processes
         merge_all(parsed, ocr)
         policy = PagePolicy(tuple(s.restricted_markers), s.marker_band)
         dropped = set(policy.restricted_pages(parsed.pages, meta.page_sensitivity))

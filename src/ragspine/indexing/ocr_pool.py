@@ -1,0 +1,213 @@
+"""OCR on every core: a pool of worker processes, each with a one-thread engine.
+
+Why processes with one thread each, not one engine on every core: recognition is a chain of
+small convolutions over one line batch at a time, and a second thread inside one session buys
+far less than a second session (tesseract #3109 found the same for Tesseract). Measured with
+``bench/ocr.py --workers 1 2``: see the README's OCR section for the figures.
+
+One :class:`OcrProcesses` per indexer (so per server, CLI run or eval), shared by every
+document being ingested at once: pages of one document and of many go to the same workers,
+one page a task, so a long scan and a short deck are read side by side. Workers are spawned,
+not forked (the ingesting process may hold CUDA state and threads), and started on first use:
+a server that never meets a scanned page never starts them.
+
+Workers run at a lower priority (``RAGSPINE_OCR_WORKER_NICE``): on an idle machine they take
+every core, and a search arriving meanwhile gets the CPU first.
+
+A worker that dies (killed, out of memory, a crash in a native library) breaks the pool. The
+pool is replaced and the pages that had not come back are read once more; if the new pool
+breaks too, :class:`~ragspine.ocr.OcrError` names the pages, and the document's OCR fails
+without touching what is already indexed.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from typing import Any
+
+import pymupdf
+
+from ragspine.ocr import OcrCache, OcrEngine, OcrError, PageOcr, RapidOcrEngine, ocr_page
+
+logger = logging.getLogger(__name__)
+
+#: Builds the engine inside a worker process: ``factory(backend)``. Module-level and
+#: picklable; tests pass their own to stand in for RapidOCR.
+EngineFactory = Callable[[str], OcrEngine]
+Progress = Callable[[int, int], None]
+
+#: How many times the pages of one call are handed to a fresh pool after the old one broke.
+RETRIES = 1
+#: Documents a worker keeps open (and their OCR caches): the ones being read right now.
+_OPEN_DOCS = 4
+
+
+def rapid_one_thread(backend: str) -> OcrEngine:
+    """The product's engine in a worker: RapidOCR with one inference thread."""
+    return RapidOcrEngine(threads=1, backend=backend)  # type: ignore[arg-type]
+
+
+def auto_workers(setting: int) -> int:
+    """``RAGSPINE_OCR_WORKERS``: 0 (auto) is one worker per CPU core."""
+    return setting if setting > 0 else max(1, os.cpu_count() or 1)
+
+
+# -- in the worker process ----------------------------------------------------------------------
+
+_ENGINE: OcrEngine | None = None
+_DOCS: dict[str, tuple[pymupdf.Document, OcrCache]] = {}
+
+
+def _init_worker(nice: int, factory: EngineFactory, backend: str) -> None:
+    global _ENGINE
+    if nice:
+        try:
+            os.nice(nice)
+        except OSError:  # not permitted here: run at the parent's priority
+            pass
+    _ENGINE = factory(backend)
+
+
+def _read_page(path: str, number: int, opts: Any) -> PageOcr:
+    """OCR of the 1-based page ``number`` of the PDF at ``path`` with the options ``opts``
+    (:class:`ragspine.indexing.ocr.OcrOptions`)."""
+    assert _ENGINE is not None, "OCR worker used before its initializer ran"
+    got = _DOCS.get(path)
+    if got is None:
+        while len(_DOCS) >= _OPEN_DOCS:
+            _DOCS.pop(next(iter(_DOCS)))[0].close()
+        got = _DOCS[path] = (pymupdf.open(path, filetype="pdf"), OcrCache())
+    doc, cache = got
+    return ocr_page(doc.load_page(number - 1), _ENGINE, mode=opts.mode, dpi=opts.dpi,
+                    min_text_chars=opts.min_text_chars, min_image_fraction=opts.min_image_fraction,
+                    band=opts.band, cache=cache)
+
+
+# -- in the ingesting process -------------------------------------------------------------------
+
+
+class OcrProcesses:
+    """The OCR worker pool of one indexer; see the module doc. Thread-safe: documents ingested
+    on several threads submit to it at once."""
+
+    def __init__(self, workers: int, *, nice: int = 10, backend: str = "auto",
+                 factory: EngineFactory = rapid_one_thread) -> None:
+        if workers < 1:
+            raise ValueError(f"an OCR pool needs at least one worker, got {workers}")
+        self.workers = workers
+        self.nice = nice
+        self.backend = backend
+        self.factory = factory
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+        #: Pools replaced after a worker died (observable: metrics, tests).
+        self.restarts = 0
+        self._pending = 0  # pages submitted and not yet back, over all documents
+
+    @property
+    def started(self) -> bool:
+        return self._pool is not None
+
+    @property
+    def backlog(self) -> int:
+        """Pages handed to the workers and not yet read."""
+        return self._pending
+
+    def pids(self) -> list[int]:
+        """Process ids of the live workers (for tests and diagnostics)."""
+        pool = self._pool
+        procs = getattr(pool, "_processes", None) or {}
+        return [p.pid for p in procs.values() if p.pid is not None]
+
+    def _get(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_init_worker, initargs=(self.nice, self.factory, self.backend))
+            return self._pool
+
+    def _replace(self, broken: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is broken:  # another document's call may have replaced it already
+                self._pool = None
+                self.restarts += 1
+        broken.shutdown(wait=False, cancel_futures=True)
+
+    def read(self, source: bytes | str, numbers: Sequence[int], opts: Any,
+             progress: Progress | None = None) -> dict[int, PageOcr]:
+        """OCR of the 1-based pages ``numbers`` of one PDF (its bytes or its path): page
+        number -> what was read. ``progress(done, total)`` after each page."""
+        out: dict[int, PageOcr] = {}
+        with _spooled(source) as path:
+            left = list(numbers)
+            for attempt in range(RETRIES + 1):
+                pool = self._get()
+                try:
+                    self._collect(pool, path, left, opts, out, progress, len(numbers))
+                    return out
+                except BrokenProcessPool:
+                    left = [n for n in numbers if n not in out]
+                    self._replace(pool)
+                    if attempt < RETRIES:
+                        logger.warning("an OCR worker process died; reading %d pages again on a new pool",
+                                       len(left))
+            raise OcrError(
+                f"OCR worker processes died {RETRIES + 1} times while reading pages {left[:10]}"
+                + (" ..." if len(left) > 10 else "")
+                + " (out of memory, or a crash in a native library on these pages); "
+                "the rest of the document is unaffected")
+
+    def _collect(self, pool: ProcessPoolExecutor, path: str, numbers: Sequence[int], opts: Any,
+                 out: dict[int, PageOcr], progress: Progress | None, total: int) -> None:
+        futs: dict[Future[PageOcr], int] = {}
+        try:
+            for n in numbers:
+                futs[pool.submit(_read_page, path, n, opts)] = n
+                with self._lock:
+                    self._pending += 1
+            todo = set(futs)
+            while todo:
+                done, todo = wait(todo, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    with self._lock:
+                        self._pending -= 1
+                    futs_n = futs.pop(fut)
+                    out[futs_n] = fut.result()  # BrokenProcessPool when a worker died
+                    if progress is not None:
+                        progress(len(out), total)
+        finally:
+            for fut in futs:  # what did not come back: never counted as pending again
+                fut.cancel()
+                with self._lock:
+                    self._pending -= 1
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextmanager
+def _spooled(source: bytes | str) -> Iterator[str]:
+    """A path the workers can open: ``source`` itself, or its bytes spooled once to a temp
+    file (never into the data dir), removed afterwards."""
+    if isinstance(source, str):
+        yield source
+        return
+    fd, path = tempfile.mkstemp(prefix="ragspine-ocr-", suffix=".pdf")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(source)
+        yield path
+    finally:
+        os.unlink(path)

@@ -1,0 +1,113 @@
+"""The OCR worker pool (ragspine.indexing.ocr_pool): pages of one PDF read on worker processes,
+a worker killed mid-page, a worker that dies on every page, niceness, and the backlog."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pymupdf
+import pytest
+
+import ocr_engines
+import scans
+from scans import Line, ScanPage
+from ragspine.config import Settings
+from ragspine.indexing.ocr import OcrOptions
+from ragspine.indexing.ocr_pool import OcrProcesses, auto_workers
+from ragspine.ocr import OcrError
+
+OPTS = OcrOptions(mode="auto", dpi=72, min_text_chars=10, min_image_fraction=0.1, band=0.12)
+
+
+def _scan(n: int) -> bytes:
+    # Page k is (500 + 10 k) points wide: its 72-dpi render, and so the stand-in's text, says which.
+    doc = pymupdf.open()
+    for k in range(n):
+        page = doc.new_page(width=500 + 10 * k, height=700)
+        page.insert_image(page.rect, pixmap=scans.picture([Line("x", y=100)], (500 + 10 * k, 700), 36))
+    return doc.tobytes()
+
+
+def _wait_for(pred, seconds: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def drive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "drive"
+    folder.mkdir()
+    monkeypatch.setenv("OCR_TEST_DIR", str(folder))
+    return folder
+
+
+def test_auto_is_one_worker_per_core() -> None:
+    assert auto_workers(0) == (os.cpu_count() or 1)
+    assert auto_workers(3) == 3
+    assert Settings().ocr_workers == 1  # tests/conftest.py: no pool unless a test asks
+    with pytest.raises(ValueError, match="at least one worker"):
+        OcrProcesses(0)
+
+
+def test_pages_of_one_pdf_come_back_from_the_workers_each_with_its_own_text(drive: Path) -> None:
+    pool = OcrProcesses(2, nice=0, factory=ocr_engines.file_driven)
+    seen: list[tuple[int, int]] = []
+    try:
+        got = pool.read(_scan(5), [1, 2, 3, 4, 5], OPTS, progress=lambda d, t: seen.append((d, t)))
+        # 72 dpi: a page (500 + 10 k) points wide renders (500 + 10 k) pixels wide.
+        assert {n: [ln.text for ln in r.lines] for n, r in got.items()} == {
+            k + 1: [f"harbour {500 + 10 * k}x700"] for k in range(5)}
+        assert seen == [(i, 5) for i in range(1, 6)]
+        assert len({p.name.split("-")[1] for p in drive.glob("started-*")}) == 2  # both workers read
+        assert pool.backlog == 0 and pool.restarts == 0
+    finally:
+        pool.close()
+
+
+def test_a_worker_killed_mid_page_is_replaced_and_its_pages_read_again(drive: Path) -> None:
+    pool = OcrProcesses(2, nice=0, factory=ocr_engines.file_driven)
+    (drive / "hold").touch()
+    out: dict = {}
+    reader = threading.Thread(target=lambda: out.update(pool.read(_scan(4), [1, 2, 3, 4], OPTS)))
+    try:
+        reader.start()
+        _wait_for(lambda: len(list(drive.glob("started-*"))) == 2)  # both workers are mid-page
+        assert pool.backlog == 4
+        victim = int(next(drive.glob("started-*")).name.split("-")[1])
+        os.kill(victim, signal.SIGKILL)
+        _wait_for(lambda: pool.restarts == 1)
+        (drive / "hold").unlink()
+        reader.join(60)
+        assert not reader.is_alive()
+        assert sorted(out) == [1, 2, 3, 4]
+        assert [ln.text for ln in out[3].lines] == ["harbour 520x700"]
+        assert victim not in pool.pids() and pool.backlog == 0
+    finally:
+        (drive / "hold").unlink(missing_ok=True)
+        pool.close()
+
+
+def test_workers_that_die_on_every_page_fail_the_call_with_the_pages_named(drive: Path) -> None:
+    pool = OcrProcesses(2, nice=0, factory=ocr_engines.dying)
+    try:
+        with pytest.raises(OcrError, match=r"died 2 times while reading pages \[1, 2\]"):
+            pool.read(_scan(2), [1, 2], OPTS)
+        assert pool.restarts == 2 and pool.backlog == 0
+    finally:
+        pool.close()
+
+
+def test_workers_run_at_the_configured_niceness(drive: Path) -> None:
+    pool = OcrProcesses(1, nice=7, factory=ocr_engines.file_driven)
+    try:
+        pool.read(_scan(1), [1], OPTS)
+        (pid,) = pool.pids()
+        assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
+    finally:
+        pool.close()

@@ -1,0 +1,50 @@
+"""Stand-in OCR engines for worker processes (``import ocr_engines``): module-level factories, so
+a spawned worker can unpickle them (spawned children get the parent's ``sys.path``).
+
+They read nothing: each answers one line whose text names the image's size, so a test can
+tell which page it came from. They are driven through files in the folder named by the
+``OCR_TEST_DIR`` environment variable (inherited by the workers at spawn):
+
+* ``started-<pid>-<n>``: written when a worker starts reading an image;
+* ``hold``: while it exists, a worker that started reading waits (up to 60 s).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ragspine.ocr import OcrLine
+
+_DIR = "OCR_TEST_DIR"
+
+
+class FileDrivenEngine:
+    name = "test:file-driven"
+
+    def __init__(self, die: bool = False) -> None:
+        self.die = die
+        self.calls = 0
+
+    def recognize(self, image: np.ndarray) -> list[OcrLine]:
+        folder = Path(os.environ[_DIR])
+        self.calls += 1
+        (folder / f"started-{os.getpid()}-{self.calls}").touch()
+        if self.die:
+            os._exit(3)  # a worker that crashes on every page (a native library's segfault)
+        deadline = time.monotonic() + 60
+        while (folder / "hold").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        h, w = image.shape[:2]
+        return [OcrLine(text=f"harbour {w}x{h}", box=(1.0, 1.0, w - 1.0, min(h - 1.0, 40.0)), score=0.99)]
+
+
+def file_driven(backend: str) -> FileDrivenEngine:
+    return FileDrivenEngine()
+
+
+def dying(backend: str) -> FileDrivenEngine:
+    return FileDrivenEngine(die=True)
