@@ -359,12 +359,12 @@ def patched(timers: Timers, targets: list[tuple[Any, str, str]]) -> Iterator[Non
 
 def ingest_targets(eng: Any) -> list[tuple[Any, str, str]]:
     """What to time during ingest: module functions of the pipeline and the store's writes."""
-    from ragspine.indexing import pipeline, points, render
+    from ragspine.indexing import pipeline, points, render, writer
 
     st = eng.store
     return [
         (pipeline, "open_pdf", "parse"),
-        (pipeline, "page_passages", "chunk+tokenize"),
+        (writer, "page_passages", "chunk+tokenize"),
         (points, "document_vector", "bm25 vectors"),
         (points, "first_stage_vectors", "first stage (MUVERA / pool)"),
         (render, "render_page_png", "render thumbnail"),

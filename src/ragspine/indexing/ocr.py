@@ -32,7 +32,8 @@ import pymupdf
 from ragspine.config import Settings
 from ragspine.indexing.pdf import PARAGRAPH_SEP, PageContent, ParsedPDF, TextBlock
 from ragspine.indexing.ocr_pool import OcrProcesses
-from ragspine.ocr import OcrCache, PageOcr, RapidOcrEngine, ocr_page, plan_page
+from ragspine.ocr import OcrCache, PageOcr, Part, RapidOcrEngine, is_stamp_region, ocr_page, plan_page
+from ragspine.ocr.plan import page_rect_unrotated
 from ragspine.ocr.rapid import resolve_backend
 
 logger = logging.getLogger(__name__)
@@ -87,10 +88,10 @@ def _engine(backend: str = "auto") -> RapidOcrEngine:
         return _ENGINE
 
 
-def _read(page: pymupdf.Page, opts: OcrOptions, cache: OcrCache) -> PageOcr:
+def _read(page: pymupdf.Page, opts: OcrOptions, cache: OcrCache, part: Part = "all") -> PageOcr:
     return ocr_page(page, _engine(opts.backend), mode=opts.mode, dpi=opts.dpi,  # type: ignore[arg-type]
                     min_text_chars=opts.min_text_chars, min_image_fraction=opts.min_image_fraction,
-                    band=opts.band, cache=cache)
+                    band=opts.band, cache=cache, part=part)
 
 
 class OcrStage:
@@ -101,42 +102,63 @@ class OcrStage:
         #: Worker processes (RAGSPINE_OCR_WORKERS), or None: OCR on the calling thread.
         self.pool = pool
 
-    def pages_to_read(self, parsed: ParsedPDF) -> list[int]:
-        """1-based numbers of the pages with something to read (the plan only: no rendering)."""
+    def plan(self, parsed: ParsedPDF) -> dict[int, tuple[bool, bool]]:
+        """Page number -> (has stamp regions, has content regions) for every page with
+        something to read (the plan only: no rendering); see :data:`ragspine.ocr.Part`."""
         o = self.opts
         if o.mode == "off" or parsed.doc is None:
-            return []
-        # The text layer is already read: a born-digital page without images costs nothing here.
-        return [p.number for p in parsed.pages
-                if plan_page(parsed.doc.load_page(p.number - 1), o.mode,  # type: ignore[arg-type]
-                             o.min_text_chars, o.min_image_fraction, o.band,
-                             text_chars=sum(1 for c in p.text if not c.isspace()), has_images=p.has_images)]
+            return {}
+        out: dict[int, tuple[bool, bool]] = {}
+        for p in parsed.pages:
+            page = parsed.doc.load_page(p.number - 1)
+            # The text layer is already read: a born-digital page without images costs nothing here.
+            regions = plan_page(page, o.mode, o.min_text_chars, o.min_image_fraction, o.band,  # type: ignore[arg-type]
+                                text_chars=sum(1 for c in p.text if not c.isspace()), has_images=p.has_images)
+            if regions:
+                rect = page_rect_unrotated(page)
+                stamps = [is_stamp_region(r, rect.width * rect.height, o.min_image_fraction) for r in regions]
+                out[p.number] = (any(stamps), not all(stamps))
+        return out
 
-    def apply(self, parsed: ParsedPDF, *, progress: Progress | None = None) -> OcrReport:
-        """OCR the pages that need it and add the lines to ``parsed.pages``; returns counts."""
+    def pages_to_read(self, parsed: ParsedPDF, part: Part = "all") -> list[int]:
+        """1-based numbers of the pages with regions of ``part`` to read."""
+        plan = self.plan(parsed)
+        return [n for n, (stamps, content) in plan.items()
+                if part == "all" or (stamps if part == "stamps" else content)]
+
+    def apply(self, parsed: ParsedPDF, *, progress: Progress | None = None, part: Part = "all",
+              pages: Sequence[int] | None = None) -> OcrReport:
+        """OCR the pages that need it (of ``pages``, if given; the regions of ``part``) and add
+        the lines to ``parsed.pages``; returns counts."""
         t0 = time.perf_counter()
-        report = merge_all(parsed, self.read(parsed, progress=progress))
+        report = merge_all(parsed, self.read(parsed, progress=progress, part=part, pages=pages))
         report.seconds = time.perf_counter() - t0
         if report.pages:
             logger.info("OCR read %d lines on %d pages in %.1f s", report.lines, report.pages, report.seconds)
         return report
 
-    def read(self, parsed: ParsedPDF, *, progress: Progress | None = None) -> dict[int, list[tuple[str, tuple[float, float, float, float]]]]:
+    def read(self, parsed: ParsedPDF, *, progress: Progress | None = None, part: Part = "all",
+             pages: Sequence[int] | None = None) -> dict[int, list[tuple[str, tuple[float, float, float, float]]]]:
         """The OCR lines of every page that needs reading (page number -> text and box in PDF
         points), without changing ``parsed``."""
-        numbers = self.pages_to_read(parsed)
-        results = self._run(parsed, numbers, progress) if numbers else {}
+        numbers = self.pages_to_read(parsed, part)
+        if pages is not None:
+            wanted = set(pages)
+            numbers = [n for n in numbers if n in wanted]
+        results = self._run(parsed, numbers, progress, part) if numbers else {}
         return {n: [(ln.text, ln.box) for ln in r.lines] for n, r in results.items()}
 
-    def _run(self, parsed: ParsedPDF, numbers: Sequence[int], progress: Progress | None) -> dict[int, PageOcr]:
+    def _run(self, parsed: ParsedPDF, numbers: Sequence[int], progress: Progress | None,
+             part: Part) -> dict[int, PageOcr]:
         if self.pool is not None and parsed.source is not None:
             src = parsed.source if isinstance(parsed.source, (bytes, bytearray)) else str(parsed.source)
-            return self.pool.read(bytes(src) if isinstance(src, bytearray) else src, numbers, self.opts, progress)
+            return self.pool.read(bytes(src) if isinstance(src, bytearray) else src, numbers, self.opts, progress,
+                                  part)
         out: dict[int, PageOcr] = {}
         cache = OcrCache()
         assert parsed.doc is not None
         for n in numbers:
-            out[n] = _read(parsed.doc.load_page(n - 1), self.opts, cache)
+            out[n] = _read(parsed.doc.load_page(n - 1), self.opts, cache, part)
             if progress is not None:
                 progress(len(out), len(numbers))
         return out

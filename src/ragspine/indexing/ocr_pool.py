@@ -36,6 +36,7 @@ from typing import Any
 import pymupdf
 
 from ragspine.ocr import OcrCache, OcrEngine, OcrError, PageOcr, RapidOcrEngine, ocr_page
+from ragspine.ocr.plan import Part
 
 logger = logging.getLogger(__name__)
 
@@ -76,9 +77,9 @@ def _init_worker(nice: int, factory: EngineFactory, backend: str) -> None:
     _ENGINE = factory(backend)
 
 
-def _read_page(path: str, number: int, opts: Any) -> PageOcr:
+def _read_page(path: str, number: int, opts: Any, part: Part = "all") -> PageOcr:
     """OCR of the 1-based page ``number`` of the PDF at ``path`` with the options ``opts``
-    (:class:`ragspine.indexing.ocr.OcrOptions`)."""
+    (:class:`ragspine.indexing.ocr.OcrOptions`), the regions of ``part`` only."""
     assert _ENGINE is not None, "OCR worker used before its initializer ran"
     got = _DOCS.get(path)
     if got is None:
@@ -88,7 +89,7 @@ def _read_page(path: str, number: int, opts: Any) -> PageOcr:
     doc, cache = got
     return ocr_page(doc.load_page(number - 1), _ENGINE, mode=opts.mode, dpi=opts.dpi,
                     min_text_chars=opts.min_text_chars, min_image_fraction=opts.min_image_fraction,
-                    band=opts.band, cache=cache)
+                    band=opts.band, cache=cache, part=part)
 
 
 # -- in the ingesting process -------------------------------------------------------------------
@@ -143,7 +144,7 @@ class OcrProcesses:
         broken.shutdown(wait=False, cancel_futures=True)
 
     def read(self, source: bytes | str, numbers: Sequence[int], opts: Any,
-             progress: Progress | None = None) -> dict[int, PageOcr]:
+             progress: Progress | None = None, part: Part = "all") -> dict[int, PageOcr]:
         """OCR of the 1-based pages ``numbers`` of one PDF (its bytes or its path): page
         number -> what was read. ``progress(done, total)`` after each page."""
         out: dict[int, PageOcr] = {}
@@ -152,7 +153,7 @@ class OcrProcesses:
             for attempt in range(RETRIES + 1):
                 pool = self._get()
                 try:
-                    self._collect(pool, path, left, opts, out, progress, len(numbers))
+                    self._collect(pool, path, left, opts, part, out, progress, len(numbers))
                     return out
                 except BrokenProcessPool:
                     left = [n for n in numbers if n not in out]
@@ -166,12 +167,12 @@ class OcrProcesses:
                 + " (out of memory, or a crash in a native library on these pages); "
                 "the rest of the document is unaffected")
 
-    def _collect(self, pool: ProcessPoolExecutor, path: str, numbers: Sequence[int], opts: Any,
+    def _collect(self, pool: ProcessPoolExecutor, path: str, numbers: Sequence[int], opts: Any, part: Part,
                  out: dict[int, PageOcr], progress: Progress | None, total: int) -> None:
         futs: dict[Future[PageOcr], int] = {}
         try:
             for n in numbers:
-                futs[pool.submit(_read_page, path, n, opts)] = n
+                futs[pool.submit(_read_page, path, n, opts, part)] = n
                 with self._lock:
                     self._pending += 1
             todo = set(futs)

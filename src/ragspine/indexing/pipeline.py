@@ -17,31 +17,29 @@ import hashlib
 import json
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ragspine.catalog import LengthStats, Libraries, LibraryModels, check_doc_id, library_models
+from ragspine.catalog import Libraries, check_doc_id, library_models
 from ragspine.config import Settings
 from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, NoTextError, OversizeError
-from ragspine.indexing.bm25_stats import UPSERT_BATCH, LibraryStatistics
+from ragspine.indexing.bm25_stats import LibraryStatistics
 from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
 from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
 from ragspine.indexing.ocr_pool import OcrProcesses, auto_workers
 from ragspine.indexing.pdf import ParsedPDF, open_pdf
-from ragspine.indexing.points import PagePassages, length_stats, page_passages, page_points
-from ragspine.indexing.render import PageRenderer, RenderProcesses
+from ragspine.indexing.render import RenderProcesses
 from ragspine.indexing.textpage import text_page
 from ragspine.indexing.thumbnails import Thumbnails
 from ragspine.indexing.versions import Versions
+from ragspine.indexing.writer import write_version
 from ragspine.models.modelset import ModelSet
 from ragspine.policy import PagePolicy, is_restricted, normalize_sensitivity
 from ragspine.scoring import BM25Params
-from ragspine.store.base import SPARSE_CHUNK, SPARSE_PAGE, PointData, Store, Where, bool_mirror
+from ragspine.store.base import Store, Where, bool_mirror
 
 logger = logging.getLogger(__name__)
 
@@ -359,8 +357,8 @@ class Indexer:
                 )
                 self._step("staged_entry")
             try:
-                chunk_stats, page_stats, n_chunks, passages = self._write_version(
-                    library, rec_stats=rec.stats, parsed=parsed, base=base, classes=classes, version=version,
+                chunk_stats, page_stats, n_chunks, passages = write_version(
+                    self, library, rec_stats=rec.stats, parsed=parsed, base=base, classes=classes, version=version,
                     total=total, progress=progress, models=models, page_vectors=page_vectors,
                 )
                 self._step("written")
@@ -423,109 +421,6 @@ class Indexer:
             library, doc_id, "indexed", version, total, len(kept), dropped, n_chunks,
             time.perf_counter() - t0, warnings, pages_ocr=sum(1 for p in kept if p.ocr_lines),
         )
-
-    def _write_version(
-        self,
-        library: str,
-        *,
-        rec_stats: dict[str, LengthStats],
-        parsed: ParsedPDF,
-        base: dict[str, Any],
-        classes: Mapping[int, str | None],
-        version: int,
-        total: int,
-        progress: Progress | None,
-        models: LibraryModels,
-        page_vectors: Mapping[int, Any] | None = None,
-    ) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]]]:
-        s = self.settings
-        doc_id = base["doc_id"]
-        # Tokenise first: BM25 weights need the average length, which this document changes.
-        per_page = [page_passages(page, s.chunk_chars, s.chunk_overlap) for page in parsed.pages]
-        chunk_stats, page_stats = length_stats(per_page)
-
-        avg_c = self.stats.basis(rec_stats.get(SPARSE_CHUNK), chunk_stats)
-        avg_p = self.stats.basis(rec_stats.get(SPARSE_PAGE), page_stats)
-        passages: list[dict[str, Any]] = []
-        n_chunks = 0
-        done = 0
-        # Pages go through in batches: render (thumbnail + model image) one batch ahead on a
-        # helper thread, encode the batch, upsert it. Only that helper touches the PDF while
-        # it runs, and the main thread never does (MuPDF documents are not thread-safe).
-        size = s.page_batch_size if models.page is not None else UPSERT_BATCH
-        batches = [per_page[i : i + size] for i in range(0, len(per_page), size)]
-        want_image = models.page is not None and parsed.doc is not None and page_vectors is None
-
-        def write(points: list[PointData]) -> None:
-            for i in range(0, len(points), UPSERT_BATCH):
-                self.libraries.check_lease(library)  # a writer whose lease ran out writes nothing more
-                self.store.upsert(library, points[i : i + UPSERT_BATCH])
-
-        # Three stages overlap: rendering (helper thread) | encoding (this thread; torch releases
-        # the GIL on the device) | writing (writer thread). At most one batch waits to be
-        # written, and every write has finished before this returns or raises: an abort must
-        # never race a late write of the version it deletes.
-        writing: Future[None] | None = None
-        pending: deque[Any] = deque()
-
-        def numbers(batch: list[PagePassages]) -> list[int]:
-            return [pp.page.number for pp in batch]
-
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-render") as thread, \
-                ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-write") as writer, \
-                PageRenderer(parsed, thread=thread, procs=self.renders, encoder=models.page, want_image=want_image,
-                             key=f"{library}/{doc_id}/{version}", thumb_dpi=s.thumbnail_dpi,
-                             thumb_max_px=s.thumbnail_max_px, image_dpi=s.page_render_dpi) as renderer:
-            ahead = renderer.ahead
-            try:
-                pending = deque(renderer.submit(numbers(b)) for b in batches[:ahead])
-                for bi, batch in enumerate(batches):
-                    rendered = renderer.collect(pending.popleft(), numbers(batch))
-                    if bi + ahead < len(batches):
-                        pending.append(renderer.submit(numbers(batches[bi + ahead])))
-                    encoded: list[Any] = [None] * len(batch)
-                    if want_image:
-                        encoded = models.page.encode_pages([img for _, img in rendered])
-                    elif page_vectors is not None and models.page is not None:
-                        encoded = [page_vectors[pp.page.number] for pp in batch]
-                        for enc in encoded:
-                            if int(enc.dim) != int(models.page.dim):
-                                raise InvalidRequestError(
-                                    f"page_vectors have dim {enc.dim}; the library's page field has {models.page.dim}"
-                                )
-                    dense: list[Any] = []
-                    if models.dense is not None:
-                        texts = [pp.page.text[p.start:p.end] for pp in batch for p in pp.passages]
-                        dense = list(models.dense.encode(texts, kind="document")) if texts else []
-                    points: list[PointData] = []
-                    for pp, (png, _), enc in zip(batch, rendered, encoded):
-                        n = len(pp.passages)
-                        pts, psg = page_points(pp, base=base, classification=classes[pp.page.number], version=version,
-                                               avgdl=(avg_c, avg_p), bm25=self.bm25, encoded=enc, models=models,
-                                               dense=dense[:n])
-                        dense = dense[n:]
-                        points += pts
-                        passages += psg
-                        n_chunks += n
-                        if png is not None:
-                            thumb = self.thumbs.path(library, doc_id, version, pp.page.number)
-                            thumb.parent.mkdir(parents=True, exist_ok=True)
-                            thumb.write_bytes(png)
-                    if writing is not None:
-                        writing.result()  # the previous batch is in (and its error, if any, raised)
-                    writing = writer.submit(write, points)
-                    done += len(batch)
-                    if progress is not None:
-                        progress(done, len(per_page))
-                if writing is not None:
-                    writing.result()
-            finally:
-                if writing is not None:
-                    wait([writing])
-                for fut in pending:  # an error left renders in flight: drop them
-                    fut.cancel()
-                wait(list(pending))
-        return chunk_stats, page_stats, n_chunks, passages
 
     # -- delete and recovery ------------------------------------------------------------------
 

@@ -26,7 +26,16 @@ from ragspine.ocr.base import (
     OcrUnavailableError,
 )
 from ragspine.ocr.page import OcrCache, PageLine, PageOcr, ocr_page
-from ragspine.ocr.plan import MAX_SIDE_PX, OcrMode, Region, plan_page, render_region
+from ragspine.ocr.plan import (
+    MAX_SIDE_PX,
+    OcrMode,
+    Part,
+    Region,
+    is_stamp_region,
+    plan_page,
+    render_region,
+    select_regions,
+)
 from ragspine.ocr.rapid import RapidOcrEngine
 from ragspine.ocr.words import split_glued
 
@@ -41,10 +50,13 @@ __all__ = [
     "OcrUnavailableError",
     "PageLine",
     "PageOcr",
+    "Part",
     "RapidOcrEngine",
     "Region",
     "ocr_page",
     "plan_page",
+    "is_stamp_region",
     "render_region",
+    "select_regions",
     "split_glued",
 ]

@@ -42,10 +42,13 @@ from ragspine.ocr.base import Box, OcrEngine, OcrError, OcrInputError, OcrLine
 from ragspine.ocr.plan import (
     MAX_SIDE_PX,
     OcrMode,
+    Part,
     Region,
+    page_rect_unrotated,
     pixel_box_to_page,
     plan_page,
     render_for_ocr,
+    select_regions,
 )
 from ragspine.ocr.words import split_glued
 
@@ -128,11 +131,17 @@ def ocr_page(
     band: float = 0.0,
     cache: OcrCache | None = None,
     max_side_px: int = MAX_SIDE_PX,
+    part: Part = "all",
 ) -> PageOcr:
     """OCR the regions :func:`~ragspine.ocr.plan_page` picks on ``page`` with ``engine``,
-    rendering each at ``dpi`` (capped at ``max_side_px`` per side). See the module doc."""
+    rendering each at ``dpi`` (capped at ``max_side_px`` per side); with ``part``, only the
+    stamp-sized or only the content regions (:func:`~ragspine.ocr.plan.select_regions`). See
+    the module doc."""
     t0 = time.perf_counter()
     regions = plan_page(page, mode, min_text_chars, min_image_fraction, band)
+    if part != "all":
+        rect = page_rect_unrotated(page)
+        regions = select_regions(regions, part, rect.width * rect.height, min_image_fraction)
     # Only text that exists as pixels alone is wanted: what the text layer already says (an
     # image of a table next to its text, a scan under an invisible OCR layer, a short text
     # page read whole) is dropped in every region.

@@ -38,6 +38,10 @@ logger = logging.getLogger(__name__)
 
 OcrMode = Literal["auto", "full"]
 RegionReason = Literal["no_text_layer", "image", "full"]
+#: Which of a page's planned regions to read: ``all``; ``stamps``, the images that were planned
+#: only because they reach into a marker band (small, cheap: read before a page goes live);
+#: ``content``, everything else (whole pages, large images: the bulk of the cost).
+Part = Literal["all", "stamps", "content"]
 
 #: No side of a render exceeds this many pixels; the dpi is lowered to fit. 4000 px is A4 at
 #: 340 dpi, or a 1.4 m poster at 72 dpi: enough to read, and at most 48 MB of RGB.
@@ -126,6 +130,22 @@ def plan_page(
     regions = [Region(r, "image") for r in merge_rects(rects, gap=MERGE_GAP_PT) if wanted(r)]
     rot = page.rotation_matrix
     return sorted(regions, key=lambda g: _reading_key(pymupdf.Rect(g.rect) * rot))
+
+
+def select_regions(regions: list[Region], part: Part, page_area: float, min_image_fraction: float) -> list[Region]:
+    """The regions of ``part`` (see :data:`Part`) among ``regions`` of a page of ``page_area``
+    square points planned with ``min_image_fraction``."""
+    if part == "all":
+        return regions
+    if part not in get_args(Part):
+        raise OcrInputError(f"OCR part must be one of {', '.join(get_args(Part))}, got {part!r}")
+    return [r for r in regions if is_stamp_region(r, page_area, min_image_fraction) == (part == "stamps")]
+
+
+def is_stamp_region(region: Region, page_area: float, min_image_fraction: float) -> bool:
+    """Whether ``plan_page`` chose ``region`` only because it reaches into a marker band: an
+    image smaller than ``min_image_fraction`` of the page."""
+    return region.reason == "image" and _area(region.rect) < min_image_fraction * page_area
 
 
 def merge_rects(rects: list[Box], *, gap: float = MERGE_GAP_PT) -> list[Box]:

@@ -1,0 +1,128 @@
+"""Writing one version of a document: passages and pages in batches, rendered one batch ahead,
+encoded, and upserted by a writer thread (the middle of :meth:`Indexer.ingest`, between its
+staging entry and the step that sets the version live)."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Any
+
+from ragspine.catalog import LengthStats, LibraryModels
+from ragspine.errors import InvalidRequestError
+from ragspine.indexing.bm25_stats import UPSERT_BATCH
+from ragspine.indexing.pdf import ParsedPDF
+from ragspine.indexing.points import PagePassages, length_stats, page_passages, page_points
+from ragspine.indexing.render import PageRenderer
+from ragspine.store.base import SPARSE_CHUNK, SPARSE_PAGE, PointData
+
+if TYPE_CHECKING:
+    from ragspine.indexing.pipeline import Indexer
+
+Progress = Callable[[int, int], None]
+
+
+def write_version(
+    self: "Indexer",
+    library: str,
+    *,
+    rec_stats: dict[str, LengthStats],
+    parsed: ParsedPDF,
+    base: dict[str, Any],
+    classes: Mapping[int, str | None],
+    version: int,
+    total: int,
+    progress: Progress | None,
+    models: LibraryModels,
+    page_vectors: Mapping[int, Any] | None = None,
+) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]]]:
+    s = self.settings
+    doc_id = base["doc_id"]
+    # Tokenise first: BM25 weights need the average length, which this document changes.
+    per_page = [page_passages(page, s.chunk_chars, s.chunk_overlap) for page in parsed.pages]
+    chunk_stats, page_stats = length_stats(per_page)
+
+    avg_c = self.stats.basis(rec_stats.get(SPARSE_CHUNK), chunk_stats)
+    avg_p = self.stats.basis(rec_stats.get(SPARSE_PAGE), page_stats)
+    passages: list[dict[str, Any]] = []
+    n_chunks = 0
+    done = 0
+    # Pages go through in batches: render (thumbnail + model image) one batch ahead on a
+    # helper thread, encode the batch, upsert it. Only that helper touches the PDF while
+    # it runs, and the main thread never does (MuPDF documents are not thread-safe).
+    size = s.page_batch_size if models.page is not None else UPSERT_BATCH
+    batches = [per_page[i : i + size] for i in range(0, len(per_page), size)]
+    want_image = models.page is not None and parsed.doc is not None and page_vectors is None
+
+    def write(points: list[PointData]) -> None:
+        for i in range(0, len(points), UPSERT_BATCH):
+            self.libraries.check_lease(library)  # a writer whose lease ran out writes nothing more
+            self.store.upsert(library, points[i : i + UPSERT_BATCH])
+
+    # Three stages overlap: rendering (helper thread) | encoding (this thread; torch releases
+    # the GIL on the device) | writing (writer thread). At most one batch waits to be
+    # written, and every write has finished before this returns or raises: an abort must
+    # never race a late write of the version it deletes.
+    writing: Future[None] | None = None
+    pending: deque[Any] = deque()
+
+    def numbers(batch: list[PagePassages]) -> list[int]:
+        return [pp.page.number for pp in batch]
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-render") as thread, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-write") as writer, \
+            PageRenderer(parsed, thread=thread, procs=self.renders, encoder=models.page, want_image=want_image,
+                         key=f"{library}/{doc_id}/{version}", thumb_dpi=s.thumbnail_dpi,
+                         thumb_max_px=s.thumbnail_max_px, image_dpi=s.page_render_dpi) as renderer:
+        ahead = renderer.ahead
+        try:
+            pending = deque(renderer.submit(numbers(b)) for b in batches[:ahead])
+            for bi, batch in enumerate(batches):
+                rendered = renderer.collect(pending.popleft(), numbers(batch))
+                if bi + ahead < len(batches):
+                    pending.append(renderer.submit(numbers(batches[bi + ahead])))
+                encoded: list[Any] = [None] * len(batch)
+                if want_image:
+                    encoded = models.page.encode_pages([img for _, img in rendered])
+                elif page_vectors is not None and models.page is not None:
+                    encoded = [page_vectors[pp.page.number] for pp in batch]
+                    for enc in encoded:
+                        if int(enc.dim) != int(models.page.dim):
+                            raise InvalidRequestError(
+                                f"page_vectors have dim {enc.dim}; the library's page field has {models.page.dim}"
+                            )
+                dense: list[Any] = []
+                if models.dense is not None:
+                    texts = [pp.page.text[p.start:p.end] for pp in batch for p in pp.passages]
+                    dense = list(models.dense.encode(texts, kind="document")) if texts else []
+                points: list[PointData] = []
+                for pp, (png, _), enc in zip(batch, rendered, encoded):
+                    n = len(pp.passages)
+                    pts, psg = page_points(pp, base=base, classification=classes[pp.page.number], version=version,
+                                           avgdl=(avg_c, avg_p), bm25=self.bm25, encoded=enc, models=models,
+                                           dense=dense[:n])
+                    dense = dense[n:]
+                    points += pts
+                    passages += psg
+                    n_chunks += n
+                    if png is not None:
+                        thumb = self.thumbs.path(library, doc_id, version, pp.page.number)
+                        thumb.parent.mkdir(parents=True, exist_ok=True)
+                        thumb.write_bytes(png)
+                if writing is not None:
+                    writing.result()  # the previous batch is in (and its error, if any, raised)
+                writing = writer.submit(write, points)
+                done += len(batch)
+                if progress is not None:
+                    progress(done, len(per_page))
+            if writing is not None:
+                writing.result()
+        finally:
+            if writing is not None:
+                wait([writing])
+            for fut in pending:  # an error left renders in flight: drop them
+                fut.cancel()
+            wait(list(pending))
+    return chunk_stats, page_stats, n_chunks, passages
+
