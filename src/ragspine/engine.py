@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from ragspine.catalog import library_fields, library_models
 from ragspine.retrieval.explain import SimilarityMap, image_token_index, similarity_map
 from ragspine.models.modelset import ModelSet
 from ragspine.indexing import DocumentMetadata, Indexer, IngestResult, Thumbnails
+from ragspine.indexing.ocr_phase import OPEN_STATES, OcrQueue
 from ragspine.scoring.bm25 import BM25Params
 from ragspine.retrieval.lexical import LexicalIndex
 from ragspine.retrieval.search import Searcher, SearchRequest, SearchResponse
@@ -48,6 +50,10 @@ class Engine:
         self.libraries = Libraries(self.store, bm25, active_ttl=ttl, leases=self.leases)
         self.thumbnails = Thumbnails(settings.data_dir)
         self.indexer = Indexer(settings, self.store, self.libraries, self.thumbnails, self.models)
+        #: Phase 2 of deferred OCR, in the background; a few documents at once keep every OCR
+        #: worker busy (ragspine.indexing.ocr_phase).
+        workers = self.indexer.ocr_pool.workers if self.indexer.ocr_pool is not None else 1
+        self.ocr_queue = OcrQueue(self.indexer.finish_ocr, threads=min(4, max(2, workers)))
         #: In-memory BM25 over every library searched (exact same ranking as the store's).
         # Updated on the searching thread (background=False): were the store to answer while
         # the index builds, the same query could score differently (Qdrant's IDF also counts
@@ -88,6 +94,10 @@ class Engine:
                     fixed = self.indexer.recover(name)
                     if fixed:
                         logger.warning("library %s: repaired %d half-done document writes", name, fixed)
+                    # No OCR of this process has run yet: a pending one is a dead process's.
+                    if self.indexer.deferred.interrupted(name):
+                        logger.warning("library %s: OCR of some documents was interrupted; "
+                                       "'ragspine ocr --resume' finishes it", name)
                     self._recovered.add(name)
         return rec
 
@@ -122,6 +132,21 @@ class Engine:
         self.library(library)
         return self.indexer.ingest(library, source, metadata, **kw)
 
+    def finish_ocr_later(self, library: str, doc_id: str, progress: Any = None, done: Any = None) -> Future[Any]:
+        """Queue phase 2 of a document ingested with ``defer_ocr=True`` (its result: the
+        :class:`IngestResult` of the new version, or None if nothing was owed)."""
+        return self.ocr_queue.submit(library, doc_id, progress, done)
+
+    def resume_ocr(self, library: str | None = None) -> dict[tuple[str, str], Future[Any]]:
+        """Queue phase 2 of every document whose OCR is pending or failed (of ``library``, or
+        of every library)."""
+        out: dict[tuple[str, str], Future[Any]] = {}
+        for name in [library] if library is not None else self.list_libraries():
+            self.library(name)
+            for doc_id in self.indexer.deferred.owed(name):
+                out[(name, doc_id)] = self.finish_ocr_later(name, doc_id)
+        return out
+
     def ingest_text(self, library: str, doc_id: str, text: str, metadata: Any = None, title: str | None = None,
                     **kw: Any) -> IngestResult:
         """Plain text as a one-page document, through the same policy, versioning and commit as
@@ -132,7 +157,7 @@ class Engine:
     def is_unchanged(self, library: str, doc_id: str, pdf_sha256: str, metadata: DocumentMetadata) -> bool:
         """Whether ingesting this PDF (by its SHA-256) with this metadata would change nothing."""
         prev = self.libraries.doc_entry(library, doc_id)
-        return bool(prev and prev.get("active_version")
+        return bool(prev and prev.get("active_version") and prev.get("ocr") not in OPEN_STATES
                     and prev.get("content_key") == self.indexer.content_key(pdf_sha256, metadata))
 
     def reweight(self, library: str) -> int:
@@ -235,6 +260,9 @@ class Engine:
         return QueryChain(searcher.settings, searcher, self.glossaries, gaps, graph.synonym_groups, base=base)
 
     def close(self) -> None:
+        # Queued phase-2 OCR is dropped (it stays pending; the next start resumes it), and a
+        # running one is waited for: it writes to the store closed below.
+        self.ocr_queue.close()
         if self.leases is not None:
             self.leases.close()
         self.indexer.close()
@@ -259,4 +287,6 @@ def public_entry(e: dict[str, Any]) -> dict[str, Any]:
         "page_sizes": e.get("page_sizes", []),  # [width, height] in points per page_numbers entry
         "chunks": e.get("chunks"),
         "indexed_at": e.get("indexed_at"),
+        "ocr": e.get("ocr", "none"),  # none | pending | done | failed (ragspine.indexing.ocr_phase)
+        "ocr_pending_pages": e.get("ocr_pending_pages", []),
     }

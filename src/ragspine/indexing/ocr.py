@@ -68,7 +68,8 @@ class OcrOptions:
 class OcrReport:
     """What OCR did for one document (counts only: no text)."""
 
-    pages: int = 0  # pages with at least one region read
+    pages: int = 0  # pages with at least one line read
+    planned: int = 0  # pages with at least one region to read
     lines: int = 0
     seconds: float = 0.0
 
@@ -131,20 +132,27 @@ class OcrStage:
         """OCR the pages that need it (of ``pages``, if given; the regions of ``part``) and add
         the lines to ``parsed.pages``; returns counts."""
         t0 = time.perf_counter()
-        report = merge_all(parsed, self.read(parsed, progress=progress, part=part, pages=pages))
+        numbers = self._numbers(parsed, part, pages)
+        results = self._run(parsed, numbers, progress, part) if numbers else {}
+        report = merge_all(parsed, {n: [(ln.text, ln.box) for ln in r.lines] for n, r in results.items()})
+        report.planned = len(numbers)
         report.seconds = time.perf_counter() - t0
         if report.pages:
             logger.info("OCR read %d lines on %d pages in %.1f s", report.lines, report.pages, report.seconds)
         return report
 
-    def read(self, parsed: ParsedPDF, *, progress: Progress | None = None, part: Part = "all",
-             pages: Sequence[int] | None = None) -> dict[int, list[tuple[str, tuple[float, float, float, float]]]]:
-        """The OCR lines of every page that needs reading (page number -> text and box in PDF
-        points), without changing ``parsed``."""
+    def _numbers(self, parsed: ParsedPDF, part: Part, pages: Sequence[int] | None) -> list[int]:
         numbers = self.pages_to_read(parsed, part)
         if pages is not None:
             wanted = set(pages)
             numbers = [n for n in numbers if n in wanted]
+        return numbers
+
+    def read(self, parsed: ParsedPDF, *, progress: Progress | None = None, part: Part = "all",
+             pages: Sequence[int] | None = None) -> dict[int, list[tuple[str, tuple[float, float, float, float]]]]:
+        """The OCR lines of every page that needs reading (page number -> text and box in PDF
+        points), without changing ``parsed``."""
+        numbers = self._numbers(parsed, part, pages)
         results = self._run(parsed, numbers, progress, part) if numbers else {}
         return {n: [(ln.text, ln.box) for ln in r.lines] for n, r in results.items()}
 

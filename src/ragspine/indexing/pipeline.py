@@ -29,6 +29,7 @@ from ragspine.indexing.bm25_stats import LibraryStatistics
 from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
 from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
+from ragspine.indexing.ocr_phase import OPEN_STATES, DeferredOcr, OcrState, PendingSources, Superseded
 from ragspine.indexing.ocr_pool import OcrProcesses, auto_workers
 from ragspine.indexing.pdf import ParsedPDF, open_pdf
 from ragspine.indexing.render import RenderProcesses
@@ -69,6 +70,10 @@ class IngestResult:
     warnings: list[str] = field(default_factory=list)
     #: Pages whose pixels OCR read text from (see :mod:`ragspine.indexing.ocr`).
     pages_ocr: int = 0
+    #: The document's OCR state (:mod:`ragspine.indexing.ocr_phase`): ``pending`` after a
+    #: first phase that held ``ocr_pending_pages`` back until their OCR is read.
+    ocr: OcrState = "none"
+    ocr_pending_pages: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,6 +106,9 @@ class Indexer:
                          if workers > 1 and settings.ocr != "off" else None)
         #: OCR of pages whose text is only in pixels, before the policy (RAGSPINE_OCR).
         self.ocr = OcrStage(settings, self.ocr_pool)
+        #: PDFs waiting for the second phase of a deferred OCR (ragspine.indexing.ocr_phase).
+        self.pending = PendingSources(Path(settings.data_dir) / "ocr-pending")
+        self.deferred = DeferredOcr(self)
         #: Called after each step of a replace with the step's name; tests inject failures here.
         self.step_hook: Callable[[str], None] | None = None
         self.listeners = Listeners()
@@ -146,6 +154,8 @@ class Indexer:
         ocr_progress: Progress | None = None,
         ocr_lines: Mapping[int, OcrLines] | None = None,
         restricted_pages: Sequence[int] = (),
+        defer_ocr: bool = False,
+        expect_key: str | None = None,
     ) -> IngestResult:
         """Index one PDF as a new version of its document (see the module docstring).
 
@@ -159,6 +169,10 @@ class Indexer:
         embeddings computed upstream (the Ray Data bulk ingest encodes on a GPU actor pool):
         they are used instead of rendering and encoding here, and must cover exactly the pages
         the policy keeps - a vector for a dropped page is refused, never stored.
+
+        ``defer_ocr``: commit the pages that need no content OCR first and answer with
+        ``ocr="pending"``; :meth:`finish_ocr` reads the rest (:mod:`ragspine.indexing.ocr_phase`).
+        ``expect_key``: commit only if the active version still has this content key (phase 2).
         """
         t0 = time.perf_counter()
         meta = parse_metadata(metadata)
@@ -175,27 +189,77 @@ class Indexer:
         pdf_sha = hashlib.sha256(data).hexdigest()
         doc_id = meta.doc_id or default_doc_id(filename, pdf_sha)
         check_doc_id(doc_id)
+        key = self.content_key(pdf_sha, meta)
         prev = self.libraries.doc_entry(library, doc_id)
-        if prev and prev.get("content_key") == self.content_key(pdf_sha, meta) and prev.get("active_version"):
-            # Same bytes, same metadata, same settings: nothing to do, not even parsing.
-            return IngestResult(
-                library, doc_id, "unchanged", prev["active_version"], prev.get("pages_total", 0),
-                prev.get("pages_indexed", 0), list(prev.get("pages_dropped", [])),
-                prev.get("chunks", 0), time.perf_counter() - t0,
-            )
+        if prev and prev.get("content_key") == key and prev.get("active_version"):
+            owed = prev.get("ocr") in OPEN_STATES
+            if not owed or defer_ocr:
+                # Same bytes, same metadata, same settings: nothing to do, not even parsing. A
+                # document whose OCR is still owed answers "pending" for the caller to finish
+                # (the bytes are kept again if they were lost).
+                if owed and not self.pending.has(library, key):
+                    self.pending.put(library, key, data, meta.model_dump(mode="json"), filename)
+                return self._unchanged(library, prev, t0)
         parsed = open_pdf(
             data, max_pages=self.settings.max_pages, max_page_side_pt=self.settings.max_page_side_pt
         )
         try:
+            deferred: list[int] = []  # pages whose content OCR waits for phase 2
+            if defer_ocr and ocr_lines is None and page_vectors is None:
+                plan = self.ocr.plan(parsed)
+                deferred = sorted(n for n, (_stamps, content) in plan.items() if content)
+                if len(deferred) == len(parsed.pages):
+                    deferred = []  # nothing could go live first: one phase
+            held = self._hold_unread(deferred)
             # Before the policy: a stamp that exists only in pixels must be read to be obeyed.
             if ocr_lines is not None:
                 ocr = merge_all(parsed, dict(ocr_lines))
+            elif deferred:
+                # Phase 1: the stamp-sized band images of the pages that go live now.
+                ocr = self.ocr.apply(parsed, progress=ocr_progress, part="stamps",
+                                     pages=[p.number for p in parsed.pages if p.number not in set(held)])
+                self.pending.put(library, key, data, meta.model_dump(mode="json"), filename)
             else:
                 ocr = self.ocr.apply(parsed, progress=ocr_progress)
-            return self._ingest_parsed(library, parsed, meta, pdf_sha, doc_id, filename, progress, t0,
-                                       page_vectors=page_vectors, ocr=ocr, restricted_pages=restricted_pages)
+            try:
+                result = self._ingest_parsed(library, parsed, meta, pdf_sha, doc_id, filename, progress, t0,
+                                             page_vectors=page_vectors, ocr=ocr, restricted_pages=restricted_pages,
+                                             held=held, deferred=deferred, expect_key=expect_key)
+            except BaseException:
+                if deferred and not (prev and prev.get("content_key") == key):
+                    self.pending.remove(library, key)
+                raise
+            if prev and prev.get("ocr") in OPEN_STATES and prev.get("content_key") != key:
+                self.pending.remove(library, str(prev.get("content_key")))  # owed by a version now replaced
+            if not deferred:
+                self.pending.remove(library, key)  # phase 2 done (or never needed)
+            elif result.status == "dropped_by_policy":
+                self.pending.remove(library, key)
+                # Every page that could go first is RESTRICTED: nothing to show early, one phase.
+                return self.ingest(library, data, meta, filename=filename, progress=progress,
+                                   ocr_progress=ocr_progress, expect_key=expect_key)
+            return result
         finally:
             parsed.close()
+
+    @staticmethod
+    def _hold_unread(deferred: list[int]) -> list[int]:
+        """The pages kept out of phase 1: every page whose content OCR is deferred, since a stamp
+        may be anywhere in its unread pixels. The stamp-before-live guard; tests replace it to
+        show it firing."""
+        return deferred
+
+    def finish_ocr(self, library: str, doc_id: str, progress: Progress | None = None) -> IngestResult | None:
+        """Phase 2 of a deferred OCR (:meth:`DeferredOcr.finish`)."""
+        return self.deferred.finish(library, doc_id, progress)
+
+    def _unchanged(self, library: str, prev: dict[str, Any], t0: float) -> IngestResult:
+        return IngestResult(
+            library, prev["doc_id"], "unchanged", prev["active_version"], prev.get("pages_total", 0),
+            prev.get("pages_indexed", 0), list(prev.get("pages_dropped", [])), prev.get("chunks", 0),
+            time.perf_counter() - t0, ocr=prev.get("ocr", "none"),
+            ocr_pending_pages=list(prev.get("ocr_pending_pages", [])),
+        )
 
     def ingest_text(
         self,
@@ -272,13 +336,20 @@ class Indexer:
         page_vectors: Mapping[int, Any] | None = None,
         ocr: OcrReport | None = None,
         restricted_pages: Sequence[int] = (),
+        held: Sequence[int] = (),
+        deferred: Sequence[int] = (),
+        expect_key: str | None = None,
     ) -> IngestResult:
         total = len(parsed.pages)
+        # Held pages (phase 1 of a deferred OCR) are not read yet: not policed, not kept.
+        held_set = set(held)
+        parsed.pages = [p for p in parsed.pages if p.number not in held_set]
         dropped = sorted(set(self.policy.restricted_pages(parsed.pages, meta.page_sensitivity))
                          | {n for n in restricted_pages if 1 <= n <= total})
         dropped_set = set(dropped)
         # From here on only kept pages exist for the pipeline.
         kept = [p for p in parsed.pages if p.number not in dropped_set]
+        ocr_state: OcrState = "pending" if deferred else ("done" if ocr is not None and ocr.planned else "none")
         parsed.pages = kept
         if dropped:
             logger.info("policy dropped %d of %d pages: %s", len(dropped), total, dropped)
@@ -290,12 +361,16 @@ class Indexer:
         with self.libraries.writing(library), self.libraries.doc_lock(library, doc_id):
             with self.libraries.lock(library):
                 prev = self.libraries.doc_entry(library, doc_id)
-                if prev and prev.get("content_key") == key and prev.get("active_version"):
-                    return IngestResult(
-                        library, doc_id, "unchanged", prev["active_version"], total,
-                        prev.get("pages_indexed", 0), list(prev.get("pages_dropped", [])),
-                        prev.get("chunks", 0), time.perf_counter() - t0,
-                    )
+                if expect_key is not None and (prev or {}).get("content_key") != expect_key:
+                    raise Superseded(doc_id)
+                if prev and prev.get("content_key") == key and prev.get("active_version") and (
+                        deferred or prev.get("ocr") not in OPEN_STATES):
+                    return self._unchanged(library, prev, t0)
+                if not kept and deferred:
+                    # Every page that could go live first is RESTRICTED: phase 2 decides on the rest.
+                    return IngestResult(library, doc_id, "dropped_by_policy", None, total, 0, dropped,
+                                        seconds=time.perf_counter() - t0, ocr="pending",
+                                        ocr_pending_pages=list(deferred))
                 if not kept:
                     # Every page was RESTRICTED: nothing of this document may be searchable.
                     if prev and prev.get("active_version"):  # (else: a rolled-back write's tombstone)
@@ -387,6 +462,8 @@ class Indexer:
                     "page_sizes": [[p.width, p.height] for p in kept],  # points, as page_numbers
                     "chunks": n_chunks,
                     "indexed_at": time.time(),
+                    "ocr": ocr_state,
+                    "ocr_pending_pages": list(deferred),
                     "retiring_version": old_version,
                     "doc_stats": {"chunk": chunk_stats.to_json(), "page": page_stats.to_json()},
                 }
@@ -420,6 +497,7 @@ class Indexer:
         return IngestResult(
             library, doc_id, "indexed", version, total, len(kept), dropped, n_chunks,
             time.perf_counter() - t0, warnings, pages_ocr=sum(1 for p in kept if p.ocr_lines),
+            ocr=ocr_state, ocr_pending_pages=list(deferred),
         )
 
     # -- delete and recovery ------------------------------------------------------------------
@@ -434,6 +512,7 @@ class Indexer:
             self.store.delete(library, Where(doc_id=doc_id))  # points of every version + entry
             self.libraries.manifest_changed(library)
             self.thumbs.remove_doc(library, doc_id)
+            self.pending.remove(library, str(entry.get("content_key")))
             self.stats.subtract(library, entry.get("doc_stats"))
             self.store.optimize(library)  # no trace in IDF statistics or on disk
             self.listeners.notify("document_deleted", library, doc_id)
@@ -463,4 +542,5 @@ class Indexer:
 
     def library_deleted(self, library: str) -> None:
         """Tell the listeners a library is gone (its thumbnails and points already are)."""
+        self.pending.remove_library(library)
         self.listeners.notify("library_deleted", library)

@@ -1,0 +1,199 @@
+"""Two-phase ingest: a document is searchable before its OCR ends.
+
+Phase 1 (:meth:`Indexer.ingest` with ``defer_ocr=True``) commits a version with the pages that
+are complete without OCR: pages with no region to read, and pages whose only regions are
+stamp-sized images in the marker bands, which phase 1 reads first (they are small). The
+policy runs on them as always. Pages with *content* to read (a page without a text layer, a
+large raster image) are **held**: nothing of them is embedded, thumbnailed, counted in BM25
+statistics or searchable until phase 2 has read them, because a RESTRICTED stamp may be
+anywhere in those pixels (the policy's stamp rule reads every OCR line of a page), and a stamp
+must be found before any part of its page goes live.
+
+Phase 2 (:meth:`Indexer.finish_ocr`) ingests the same bytes again with every region read: a
+new version, committed with the same atomic swap as a re-ingest. Until it commits, the
+document's entry says ``ocr: pending``; after it, ``done``; if it fails or the process dies,
+``failed`` (the phase-1 version stays live), and the next ingest of the same bytes or
+``ragspine ocr --resume`` finishes it. A document whose OCR is pending or failed is never
+``unchanged``.
+
+Between the phases the PDF's bytes and its metadata wait in :class:`PendingSources`, under the
+data dir (``ocr-pending/<library>/``, owner-only files named by content key, never by a
+document's name). They are the upload as received (the same class of file as an upload
+spool), removed when phase 2 commits, when the document or library is deleted, or when a newer
+version supersedes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ragspine.errors import DocumentError
+
+if TYPE_CHECKING:
+    from ragspine.indexing.pipeline import Indexer
+
+logger = logging.getLogger(__name__)
+
+#: A document's OCR state, in its manifest entry and everywhere it is shown.
+OcrState = Literal["none", "pending", "done", "failed"]
+#: States in which phase 2 is still owed: such a document is never "unchanged".
+OPEN_STATES = ("pending", "failed")
+
+
+class Superseded(Exception):
+    """Phase 2 found a newer version of its document committed since phase 1: nothing to do."""
+
+
+class PendingSources:
+    """The PDFs and metadata that wait for phase 2 (see the module doc)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _paths(self, library: str, key: str) -> tuple[Path, Path]:
+        name = hashlib.sha256(key.encode()).hexdigest()[:40]  # the key is already a digest; bounded
+        folder = self.root / library
+        return folder / f"{name}.pdf", folder / f"{name}.json"
+
+    def put(self, library: str, key: str, data: bytes, meta: dict[str, Any], filename: str | None) -> None:
+        pdf, side = self._paths(library, key)
+        pdf.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for path, body in ((pdf, data), (side, json.dumps({"meta": meta, "filename": filename}).encode())):
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(body)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+
+    def get(self, library: str, key: str) -> tuple[bytes, dict[str, Any], str | None] | None:
+        pdf, side = self._paths(library, key)
+        try:
+            info = json.loads(side.read_text())
+            return pdf.read_bytes(), dict(info["meta"]), info.get("filename")
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def has(self, library: str, key: str) -> bool:
+        pdf, side = self._paths(library, key)
+        return pdf.is_file() and side.is_file()
+
+    def remove(self, library: str, key: str) -> None:
+        for path in self._paths(library, key):
+            path.unlink(missing_ok=True)
+
+    def remove_library(self, library: str) -> None:
+        shutil.rmtree(self.root / library, ignore_errors=True)
+
+
+class DeferredOcr:
+    """Phase 2 and the OCR state of documents, for one :class:`~ragspine.indexing.Indexer`."""
+
+    def __init__(self, indexer: "Indexer") -> None:
+        self.ix = indexer
+
+    def finish(self, library: str, doc_id: str, progress: Callable[[int, int], None] | None = None) -> Any:
+        """Phase 2 of a document whose OCR is ``pending`` or ``failed``: the same bytes ingested
+        again with every region read, as a new version. None when nothing is owed (done, or a
+        newer version superseded it). A failure leaves the phase-1 version live and the entry
+        ``failed``, and raises."""
+        entry = self.ix.libraries.doc_entry(library, doc_id)
+        if not entry or not entry.get("active_version") or entry.get("ocr") not in OPEN_STATES:
+            return None
+        key = str(entry.get("content_key"))
+        got = self.ix.pending.get(library, key)
+        if got is None:
+            self._state(library, doc_id, key, "failed")
+            raise DocumentError(
+                f"the PDF of document '{doc_id}' kept for its OCR is gone from the data dir; ingest it again "
+                "to finish its OCR")
+        data, meta, filename = got
+        self._state(library, doc_id, key, "pending")
+        try:
+            res = self.ix.ingest(library, data, meta, filename=filename, ocr_progress=progress, expect_key=key)
+        except Superseded:
+            self.ix.pending.remove(library, key)
+            return None
+        except BaseException:
+            self._state(library, doc_id, key, "failed")
+            raise
+        return res
+
+    def owed(self, library: str) -> list[str]:
+        """Documents of ``library`` whose OCR is pending or failed."""
+        return [e["doc_id"] for e in self.ix.libraries.doc_entries(library)
+                if e.get("active_version") and e.get("ocr") in OPEN_STATES]
+
+    def interrupted(self, library: str) -> int:
+        """Mark ``pending`` OCR of a library ``failed``: called once per process before its first
+        use, when no phase 2 of this process can be running; how many were marked."""
+        n = 0
+        for e in self.ix.libraries.doc_entries(library):
+            if e.get("active_version") and e.get("ocr") == "pending":
+                n += self._state(library, e["doc_id"], str(e.get("content_key")), "failed")
+        return n
+
+    def _state(self, library: str, doc_id: str, key: str, state: OcrState) -> bool:
+        """Set the entry's OCR state if it is still the version with content ``key``."""
+        with self.ix.libraries.lock(library):
+            e = self.ix.libraries.doc_entry(library, doc_id)
+            if not e or e.get("content_key") != key or e.get("ocr") == state:
+                return False
+            return self.ix.libraries.update_doc_entry(
+                library, {**e, "ocr": state}, {"content_key": key, "active_version": e.get("active_version")})
+
+
+class OcrQueue:
+    """Phase 2 of the documents whose OCR was deferred, run in the background on a few threads
+    (their OCR goes to the shared worker pool, so a few documents at once keep every worker
+    busy). ``run(library, doc_id, progress)`` is :meth:`Indexer.finish_ocr`."""
+
+    def __init__(self, run: Callable[..., Any], threads: int) -> None:
+        self._run = run
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="ragspine-ocr")
+        self._lock = threading.Lock()
+        self._queued: dict[tuple[str, str], Future[Any]] = {}
+
+    def submit(self, library: str, doc_id: str, progress: Callable[[int, int], None] | None = None,
+               done: Callable[[Future[Any]], None] | None = None) -> Future[Any]:
+        """Phase 2 of ``doc_id``; a document already queued is not queued twice (its future
+        is returned)."""
+        key = (library, doc_id)
+        with self._lock:
+            fut = self._queued.get(key)
+            if fut is None or fut.done():
+                fut = self._pool.submit(self._run, library, doc_id, progress)
+                self._queued[key] = fut
+                fut.add_done_callback(lambda f, k=key: self._forget(k, f))
+        if done is not None:
+            fut.add_done_callback(done)
+        return fut
+
+    def _forget(self, key: tuple[str, str], fut: Future[Any]) -> None:
+        with self._lock:
+            if self._queued.get(key) is fut:
+                del self._queued[key]
+        exc = fut.exception() if not fut.cancelled() else None
+        if exc is not None:
+            logger.warning("OCR of a document failed (%s); its first version stays live, "
+                           "'ragspine ocr --resume' retries", type(exc).__name__)
+
+    @property
+    def backlog(self) -> int:
+        """Documents queued or being read."""
+        with self._lock:
+            return sum(1 for f in self._queued.values() if not f.done())
+
+    def close(self) -> None:
+        """Drop what is queued, wait for what is running."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
