@@ -100,7 +100,7 @@ def test_library_with_documents_listed_with_counts(seeded: TestClient, seed_list
 
 def test_upload_202_then_poll_job_until_succeeded(client: TestClient) -> None:
     client.post("/v1/libraries", json={"name": "liba"})
-    data = pdfs.make_pdf(["first page about revenue", "second page about margins", "third page"])
+    data = pdfs.make_pdf(["first page about revenue", "second page about margins", "third page about costs"])
     r = upload(client, "liba", data, filename="quarterly.pdf",
                metadata={"title": "Quarterly", "entity": "acme", "period": 2023})
     assert r.status_code == 202

@@ -13,212 +13,20 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-EXIT_USAGE = 2
-EXIT_FAILED = 1
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one clear line, not usage + error
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
-
-
-def _positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1 (argparse turns the error into one line)."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    print(f"ragspine: error: {message}", file=sys.stderr)
-    raise SystemExit(code)
-
-
-def _settings(args: argparse.Namespace) -> Any:
-    from pydantic import ValidationError
-
-    from ragspine.config import load_settings
-
-    try:
-        return load_settings(data_dir=args.data_dir)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        _fail(f"bad setting RAGSPINE_{str(err['loc'][0]).upper()}: {err['msg']}")
-
-
-def _parse_meta(pairs: Sequence[str]) -> dict[str, Any]:
-    meta: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
-            _fail(f"--meta expects KEY=VALUE, got {pair!r}")
-        try:
-            value: Any = json.loads(raw)
-            if isinstance(value, (dict,)) or value is None:
-                value = raw
-        except json.JSONDecodeError:
-            value = raw
-        meta[key.strip()] = value
-    return meta
+from ragspine.cli.ingest import add_ocr_command, cmd_ingest
+from ragspine.cli.common import (  # noqa: F401  (EXIT_* and _fail are part of this module's face)
+    EXIT_FAILED,
+    EXIT_USAGE,
+    _fail,
+    _Parser,
+    _positive_int,
+    _settings,
+)
 
 
 # -- subcommands -------------------------------------------------------------------------------
-
-
-def cmd_ingest(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from ragspine.engine import Engine
-    from ragspine.errors import LibraryNotFoundError, RagspineError
-
-    meta = _parse_meta(args.meta)
-    if args.sensitivity is not None:
-        meta["sensitivity"] = args.sensitivity
-    paths: list[Path] = []
-    for p in args.paths:
-        path = Path(p)
-        if path.is_dir():
-            paths.extend(sorted(path.rglob("*.pdf")))
-        elif path.is_file():
-            paths.append(path)
-        else:
-            _fail(f"no such file or directory: {p}")
-    if not paths:
-        _fail("no PDF files found in the given paths")
-    if "doc_id" in meta and len(paths) > 1:
-        _fail("--meta doc_id=... names one document, but several files were given")
-    if getattr(args, "engine", "local") == "ray":
-        return _ingest_ray(_settings(args), args, paths, meta)
-    engine = Engine(_settings(args))
-    failed = added = 0
-    try:
-        try:
-            engine.library(args.library)
-        except LibraryNotFoundError:
-            engine.create_library(args.library)
-            print(f"created library '{args.library}'", file=sys.stderr)
-        def one(path: Path, bar: Any) -> Any:
-            """Ingest one file; its result, or the error that refused it."""
-            def progress(done: int, total: int) -> None:
-                if bar is not None:
-                    bar.set_description(path.name[:40], refresh=False)
-                    bar.total, bar.n = total, done
-                    bar.refresh()
-
-            def ocr_progress(done: int, total: int) -> None:  # before the pages are written
-                if bar is not None:
-                    bar.set_description(f"OCR {path.name[:36]}", refresh=False)
-                    bar.total, bar.n = total, done
-                    bar.refresh()
-
-            try:
-                return engine.ingest(args.library, path, dict(meta), progress=progress, ocr_progress=ocr_progress)
-            except RagspineError as exc:
-                return exc
-            finally:
-                if bar is not None:
-                    bar.close()
-
-        def report(path: Path, r: Any) -> int:
-            """Print one file's outcome; the pages it added, or -1 when it failed."""
-            if isinstance(r, RagspineError):
-                print(f"{path}: error: {r.detail}")
-                return -1
-            if r.status == "indexed":
-                dropped = f", dropped by policy: pages {r.pages_dropped}" if r.pages_dropped else ""
-                ocr = f", {r.pages_ocr} read by OCR" if r.pages_ocr else ""
-                print(f"{path}: indexed {r.doc_id} v{r.version}: {r.pages_indexed} pages{ocr}, "
-                      f"{r.chunks} passages{dropped} ({r.seconds:.1f}s)")
-                return int(r.pages_indexed)
-            if r.status == "unchanged":
-                print(f"{path}: unchanged ({r.doc_id} v{r.version})")
-            else:
-                print(f"{path}: dropped by policy ({r.pages_total or 'all'} pages not indexed)")
-            return 0
-
-        if args.jobs == 1:
-            outcomes = ((path, one(path, tqdm(total=0, desc=path.name[:40], unit="page", leave=False,
-                                               disable=args.quiet))) for path in paths)
-        else:
-            # Documents in parallel (the engine holds the library lock only around each commit);
-            # one bar over the files instead of one per file.
-            from concurrent.futures import ThreadPoolExecutor, as_completed
-
-            pool = ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="ragspine-ingest")
-            futures = {pool.submit(one, path, None): path for path in paths}
-            files_bar = tqdm(total=len(paths), desc="files", unit="file", leave=False, disable=args.quiet)
-
-            def done_in_order() -> Any:
-                try:
-                    for fut in as_completed(futures):
-                        files_bar.update(1)
-                        yield futures[fut], fut.result()
-                finally:
-                    files_bar.close()
-                    pool.shutdown(wait=True, cancel_futures=True)
-
-            outcomes = done_in_order()
-        for path, r in outcomes:
-            n = report(path, r)
-            if n < 0:
-                failed += 1
-            else:
-                added += n
-        if added and args.optimize:
-            _optimize_after_ingest(engine, args.library, added)
-    except RagspineError as exc:
-        _fail(exc.detail)
-    finally:
-        engine.close()
-    return EXIT_FAILED if failed else 0
-
-
-#: A CLI ingest that wrote at least this share of a library's pages builds its search indexes
-#: at the end (Engine.optimize_library): a bulk load, where nobody searches this process.
-OPTIMIZE_SHARE = 0.1
-
-
-def _optimize_after_ingest(engine: Any, library: str, added: int) -> None:
-    total = sum(d["pages_indexed"] or 0 for d in engine.documents(library))
-    if added < OPTIMIZE_SHARE * total:
-        print(f"search indexes of '{library}' not rebuilt: {added} of its {total} pages are new "
-              f"(run `ragspine libraries --optimize {library}` after a bulk ingest)", file=sys.stderr)
-        return
-    print(f"building the search indexes of '{library}' ({total} pages)...", file=sys.stderr)
-    seconds = engine.optimize_library(library)
-    print(f"search indexes of '{library}' built in {seconds:.1f} s", file=sys.stderr)
-
-
-def _ingest_ray(settings: Any, args: argparse.Namespace, paths: list[Path], meta: dict[str, Any]) -> int:
-    """Bulk ingest on Ray Data (render on CPU tasks, encode on an actor pool, write in order)."""
-    from ragspine.errors import MissingExtraError, RagspineError
-
-    if args.encoders < 1 or (args.batch_size is not None and args.batch_size < 1):
-        _fail("--encoders and --batch-size must be at least 1")
-    try:
-        from ragspine.serving.ray_ingest import bulk_ingest
-    except MissingExtraError as exc:
-        _fail(exc.detail)
-    try:
-        r = bulk_ingest(settings, args.library, paths, meta, encoders=args.encoders,
-                        batch_size=args.batch_size, progress=not args.quiet)
-    except RagspineError as exc:
-        _fail(exc.detail, EXIT_FAILED)
-    print(f"{r.indexed} indexed, {r.unchanged} unchanged, {r.dropped} dropped by policy, "
-          f"{r.failed} failed; {r.pages_encoded} pages encoded; {r.wall_s:.1f} s in all, "
-          f"{r.pipeline_s:.1f} s in the pipeline")
-    if r.pages_encoded:
-        ratio = r.end_to_end_pages_per_s / max(r.encoder_only_pages_per_s, 1e-9)
-        print(f"pages/s end to end {r.end_to_end_pages_per_s:.2f}, encoder-only "
-              f"{r.encoder_only_pages_per_s:.2f} (ratio {ratio:.2f}); "
-              f"encoders busy {100 * r.encoder_busy_fraction:.0f}% of the time")
-    return EXIT_FAILED if r.failed else 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -327,11 +135,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if getattr(args, "engine", "local") == "ray":
         return _serve_ray(settings, args)
 
+    return _run_server(settings, args)
+
+
+def _run_server(settings: Any, args: argparse.Namespace, engine: Any = None) -> int:
     import uvicorn
 
     from ragspine.serving.app import create_app
 
-    app = create_app(settings)
+    app = create_app(settings, engine)
     print(f"ragspine serving on http://{args.host}:{args.port} (data dir {settings.data_dir})",
           file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
@@ -377,38 +189,46 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     engine = Engine(settings)
+    owed = []
     # The generated PDFs (RESTRICTED pages included) live in a temporary folder only: what
-    # the data dir keeps is what the index build let through.
-    with tempfile.TemporaryDirectory(prefix="ragspine-demo-") as tmp:
-        try:
+    # the data dir keeps is what the index build let through (and, until its OCR is read, the
+    # bytes of a document whose OCR is owed: ragspine.indexing.ocr_phase).
+    try:
+        with tempfile.TemporaryDirectory(prefix="ragspine-demo-") as tmp:
             try:
                 engine.library(DEMO_LIBRARY)
             except LibraryNotFoundError:
                 engine.create_library(DEMO_LIBRARY)
             for doc in build_demo_corpus(Path(tmp)):
-                r = engine.ingest(DEMO_LIBRARY, doc.path, doc.metadata)
+                # Two phases: the text layer answers at once, the charts' OCR follows.
+                r = engine.ingest(DEMO_LIBRARY, doc.path, doc.metadata, defer_ocr=True)
                 if r.status == "dropped_by_policy":
                     what = "dropped by policy (document is RESTRICTED)"
                 else:
                     what = f"{r.status}, {r.pages_indexed} pages"
                     if r.pages_dropped:
                         what += f", pages {r.pages_dropped} dropped by policy"
+                    if r.ocr in ("pending", "failed") and r.doc_id is not None:
+                        what += f"; OCR of pages {r.ocr_pending_pages} follows in the background"
+                        owed.append(engine.finish_ocr_later(DEMO_LIBRARY, r.doc_id))
                 print(f"demo: {doc.path.name}: {what}", file=sys.stderr)
-            from ragspine.demo.corpus import demo_relations_csv
+        from ragspine.demo.corpus import demo_relations_csv
 
-            g = engine.graph.upload_relations(DEMO_LIBRARY, demo_relations_csv().encode(), "demo-relations.csv")
-            print(f"demo: relations: {g['rows']} declared; graph has {g['graph']['nodes']} nodes, "
-                  f"{g['graph']['edges']} edges", file=sys.stderr)
-        finally:
-            engine.close()
-    base = f"http://{args.host}:{args.port}"
-    print("\nTry these while the server runs:\n")
-    for q in demo_queries():
-        body = json.dumps({"libraries": [DEMO_LIBRARY], "top_k": 3, **q}, ensure_ascii=False)
-        print(f"  curl -s {base}/v1/search -H 'Content-Type: application/json' -d '{body}'\n")
-    if args.no_serve:
-        return 0
-    return cmd_serve(args)
+        g = engine.graph.upload_relations(DEMO_LIBRARY, demo_relations_csv().encode(), "demo-relations.csv")
+        print(f"demo: relations: {g['rows']} declared; graph has {g['graph']['nodes']} nodes, "
+              f"{g['graph']['edges']} edges", file=sys.stderr)
+        base = f"http://{args.host}:{args.port}"
+        print("\nTry these while the server runs:\n")
+        for q in demo_queries():
+            body = json.dumps({"libraries": [DEMO_LIBRARY], "top_k": 3, **q}, ensure_ascii=False)
+            print(f"  curl -s {base}/v1/search -H 'Content-Type: application/json' -d '{body}'\n")
+        if args.no_serve:
+            for fut in owed:
+                fut.result()
+            return 0
+        return _run_server(settings, args, engine)  # the same engine: its OCR goes on while it serves
+    finally:
+        engine.close()
 
 
 def cmd_libraries(args: argparse.Namespace) -> int:
@@ -433,7 +253,9 @@ def cmd_libraries(args: argparse.Namespace) -> int:
             for name in names:
                 docs = engine.documents(name)
                 pages = sum(d["pages_indexed"] or 0 for d in docs)
-                print(f"{name}\t{len(docs)} documents\t{pages} pages")
+                owed = {s: sum(1 for d in docs if d["ocr"] == s) for s in ("pending", "failed")}
+                ocr = "".join(f"\tOCR {s}: {n} documents" for s, n in owed.items() if n)
+                print(f"{name}\t{len(docs)} documents\t{pages} pages{ocr}")
     except RagspineError as exc:
         _fail(exc.detail)
     finally:
@@ -494,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-size", type=int, default=None, metavar="N",
                    help="--engine ray: pages per encoder call (default RAGSPINE_RAY_PAGE_BATCH_SIZE)")
     s.set_defaults(func=cmd_ingest)
+    add_ocr_command(sub)
 
     s = sub.add_parser("search", help="search one or more libraries")
     s.add_argument("query")

@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -70,13 +71,28 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     jobs = JobRunner(settings.ingest_workers, JobRecords(
         eng.store, eng.replica, heartbeat=settings.job_stale_seconds / 6, stale_after=settings.job_stale_seconds))
     metrics = Metrics()
+    pool = eng.indexer.ocr_pool
+    metrics.ocr_backlog(lambda: eng.ocr_queue.backlog, lambda: pool.backlog if pool is not None else 0)
     auth = Auth(settings.api_key_map())
     # One process owns an embedded store's data dir: every leftover upload there is a crash's.
     upload_dir = spool_dir(Path(settings.data_dir) / "uploads", eng.replica,
                            stale_after=STALE_SPOOL_SECONDS if eng.libraries.leased else 0.0)
 
+    def resume_ocr() -> None:
+        # OCR that a stopped process owed (ragspine.indexing.ocr_phase) resumes in the background.
+        # With writer leases, several replicas share the libraries: 'ragspine ocr --resume' instead.
+        try:
+            owed = eng.resume_ocr()
+        except Exception:  # a closed engine, a library being deleted: the CLI resumes it later
+            logger.warning("could not resume the owed OCR of this data dir", exc_info=True)
+            return
+        if owed:
+            logger.info("resuming the OCR of %d documents", len(owed))
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if not eng.libraries.leased:
+            threading.Thread(target=resume_ocr, name="ragspine-ocr-resume", daemon=True).start()
         yield
         jobs.shutdown()
         if engine is None:
@@ -212,7 +228,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         file: Annotated[UploadFile, File(description="the PDF")],
         metadata: Annotated[str | None, Form(description="JSON object: doc_id, title, entity, "
                             "period, topic, geography, language, sensitivity, page_sensitivity, custom fields")] = None,
-        wait: Annotated[bool, Query(description="answer when the ingest is done")] = False,
+        wait: Annotated[bool, Query(description="answer when the ingest is done, its OCR included")] = False,
     ) -> JSONResponse:
         who.require(lib)
         declared = request.headers.get("content-length")
@@ -248,14 +264,46 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
                 job.ocr_pages_done = done
                 jobs.progress(job)
 
+            # Two phases: the job succeeds when the pages that need no content OCR are live; the
+            # rest follow in the background, and the job keeps reporting them (job.ocr).
             result = eng.ingest(lib, tmp, meta, filename=file.filename, progress=progress,
-                                ocr_progress=ocr_progress)
+                                ocr_progress=ocr_progress, defer_ocr=True)
             metrics.ingested(result.pages_indexed, len(result.pages_dropped))
+            job.ocr = result.ocr
+            if result.ocr in ("pending", "failed") and result.doc_id is not None:
+                job.ocr_pages_done, job.ocr_pages_total = 0, len(result.ocr_pending_pages)
+                eng.finish_ocr_later(lib, result.doc_id, progress=ocr_progress,
+                                     done=lambda fut: _ocr_ended(job, fut, result.pages_indexed))
             return result.to_json()
+
+        def _ocr_ended(job: Job, fut: Any, first_pages: int) -> None:
+            exc = fut.exception() if not fut.cancelled() else None
+            if fut.cancelled():
+                job.ocr = "failed"
+                job.ocr_error = {"type": "/problems/ocr-interrupted", "title": "OCR interrupted", "status": 503,
+                                 "detail": "the server stopped before this document's OCR ran; it resumes at the "
+                                           "next start (or: ragspine ocr --resume)"}
+            elif exc is not None:
+                job.ocr = "failed"
+                job.ocr_error = (
+                    {"type": f"/problems/{exc.type}", "title": exc.title, "status": exc.status, "detail": exc.detail}
+                    if isinstance(exc, RagspineError) else
+                    {"type": "/problems/internal-error", "title": "Internal error", "status": 500,
+                     "detail": "the document's OCR failed on an unexpected error; see the server log"})
+            else:
+                res = fut.result()
+                job.ocr = res.ocr if res is not None else "done"
+                job.ocr_result = res.to_json() if res is not None else None
+                if res is not None:
+                    metrics.ingested(max(0, res.pages_indexed - first_pages), 0)
+            metrics.ocr_finished.labels(job.ocr).inc()
+            jobs.changed(job)
 
         job = jobs.submit(lib, file.filename, work, cleanup=lambda: tmp.unlink(missing_ok=True))
         if wait:
+            # Until nothing more happens to the document: both phases of a deferred OCR.
             await asyncio.to_thread(job.done.wait)
+            await asyncio.to_thread(job.settled.wait)
             if job.state == "failed" and job.error:
                 e = job.error
                 return problem(e["status"], e["type"].removeprefix("/problems/"), e["title"], e["detail"])

@@ -41,11 +41,20 @@ class Job:
     #: Pages OCR has read / will read before the policy runs (0 / 0 when none need it).
     ocr_pages_done: int = 0
     ocr_pages_total: int = 0
+    #: The document's OCR: ``none``; ``pending`` after a first phase that left pages to read
+    #: (the job has succeeded: those pages follow); ``done`` or ``failed`` when the second
+    #: phase ended, with its result (the new version) or error.
+    ocr: str = "none"
+    ocr_result: dict[str, Any] | None = None
+    ocr_error: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     created_at: float = field(default_factory=time.time)
     finished_at: float | None = None
     done: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: Set when nothing more will happen to the document: the job ended with no OCR owed, or
+    #: its second phase ended.
+    settled: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         # The worker writes the outcome, then finished_at, then the state: read in the opposite
@@ -64,6 +73,9 @@ class Job:
             "pages_total": self.pages_total,
             "ocr_pages_done": self.ocr_pages_done,
             "ocr_pages_total": self.ocr_pages_total,
+            "ocr": self.ocr,
+            "ocr_result": self.ocr_result,
+            "ocr_error": self.ocr_error,
             "pages_dropped": r.get("pages_dropped", []),
             "result": self.result,
             "error": self.error,
@@ -181,6 +193,12 @@ class JobRunner:
         """The job's progress changed: its record follows, at most once a second."""
         self._record(job, throttle=True)
 
+    def changed(self, job: Job) -> None:
+        """A finished job's second phase ended (its OCR): its record follows now."""
+        self._record(job)
+        if job.ocr != "pending":
+            job.settled.set()
+
     def _heartbeat(self) -> None:
         assert self.records is not None
         while not self._stop.wait(self.records.heartbeat):
@@ -220,6 +238,8 @@ class JobRunner:
                     self._record(job)
                     self._written.pop(job.id, None)
                     job.done.set()
+                    if job.ocr not in ("pending",):
+                        job.settled.set()
 
         fut: Future[None] = self._pool.submit(run)
         del fut

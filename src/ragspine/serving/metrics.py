@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from collections.abc import Callable
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 
 class Metrics:
@@ -27,6 +29,17 @@ class Metrics:
             "ragspine_degraded_answers_total", "Search answers marked degraded, by reason",
             ["reason"], registry=self.registry,
         )
+
+    def ocr_backlog(self, documents: Callable[[], float], pages: Callable[[], float]) -> None:
+        """Gauges read at scrape time: documents whose second OCR phase is queued or running,
+        and pages handed to the OCR workers and not yet read."""
+        Gauge("ragspine_ocr_backlog_documents", "Documents whose OCR (second ingest phase) is queued or running",
+              registry=self.registry).set_function(documents)
+        Gauge("ragspine_ocr_backlog_pages", "Pages handed to the OCR worker processes and not yet read",
+              registry=self.registry).set_function(pages)
+        self.ocr_finished = Counter(
+            "ragspine_ocr_documents_total", "Documents whose second OCR phase ended, by outcome",
+            ["outcome"], registry=self.registry)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(route, method, str(status)).inc()

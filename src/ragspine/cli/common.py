@@ -1,0 +1,66 @@
+"""Helpers every ``ragspine`` subcommand shares: one-line failures, settings, argument types.
+
+Only the standard library at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one clear line, not usage + error
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1 (argparse turns the error into one line)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    print(f"ragspine: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
+    from ragspine.config import load_settings
+
+    try:
+        return load_settings(data_dir=args.data_dir)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        _fail(f"bad setting RAGSPINE_{str(err['loc'][0]).upper()}: {err['msg']}")
+
+
+def _parse_meta(pairs: Sequence[str]) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--meta expects KEY=VALUE, got {pair!r}")
+        try:
+            value: Any = json.loads(raw)
+            if isinstance(value, (dict,)) or value is None:
+                value = raw
+        except json.JSONDecodeError:
+            value = raw
+        meta[key.strip()] = value
+    return meta
+
+
