@@ -1,6 +1,7 @@
 """OCR cost and gain on real long PDFs (MMLongBench dev: reports, slide decks, papers, manuals).
 
-    .venv/bin/python bench/ocr.py [--docs 8] [--dpi 120] [--json]
+    .venv/bin/python bench/ocr.py [--docs 6] [--dpi 120] [--workers 1 2 4 8] [--no-baseline]
+                                  [--backend auto] [--json]
 
 Per page, in one run on the same machine:
 
@@ -12,6 +13,18 @@ Per page, in one run on the same machine:
 * OCR with the product's settings (``ragspine.indexing.ocr`` defaults, ``--dpi``): seconds per
   page of each kind, seconds per region read, pages/s of each kind, and the ratio of the whole
   document set's OCR time to its no-OCR baseline.
+
+Throughput, all on the same pages in one run:
+
+* the **baseline**: the engine as it was before worker processes and OpenVINO (onnxruntime, one
+  process with a session on every core, pages read one after another): the same-run baseline
+  every other figure is divided by (``--no-baseline`` skips it);
+* for each ``--workers`` N: the product's path (``ragspine.indexing.ocr_pool``: N worker
+  processes, one inference thread each, ``--backend``), the pages of every document submitted
+  at once as concurrent ingests do. Each row gives pages/s, CPU seconds against wall seconds
+  (the process and its workers: ``cpu_pct`` 200 is both cores busy), the peak resident memory
+  summed over the process tree (sampled every 0.1 s), and the load average.
+* detection against recognition: seconds inside each of the two models during the baseline.
 
 Quality, on the queries whose evidence documents are in the set: page-level BM25 (ragspine's
 tokenizer, k1 1.5, b 0.75) nDCG@10 with the text layer alone, with OCR text appended, and with
@@ -30,11 +43,15 @@ import statistics
 import sys
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mmlongbench_dev"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from proc_tree import TreeMemory  # noqa: E402
 
 
 def bm25_ndcg(pages: dict[str, str], queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
@@ -69,21 +86,131 @@ def bm25_ndcg(pages: dict[str, str], queries: dict[str, str], qrels: dict[str, d
     return out
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its waited-for children (the workers, once shut down)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def run_baseline(jobs: list[tuple[Path, list[int]]], opts: Any, dpi: int,
+                 kinds: dict[str, str]) -> tuple[dict[str, Any], dict, dict]:
+    """The engine before this change's choices: onnxruntime on every core, pages in turn.
+    Returns its figures, page id -> OCR text, and page id -> text with glued words kept."""
+    import numpy as np
+    import pymupdf
+
+    from ragspine.ocr import OcrCache, RapidOcrEngine, ocr_page
+    from ragspine.ocr import page as ocr_page_module
+
+    engine = RapidOcrEngine(backend="onnxruntime")
+    engine.recognize(np.full((64, 256, 3), 255, dtype="uint8"))  # load the models first
+    inner = engine._load()  # noqa: SLF001 (the bench times the two models inside RapidOCR)
+    spent = {"detection": 0.0, "recognition": 0.0}
+
+    def timed(fn: Any, name: str) -> Any:
+        def call(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] += time.perf_counter() - t
+        return call
+
+    inner.text_det.infer = timed(inner.text_det.infer, "detection")
+    inner.text_rec.session = timed(inner.text_rec.session, "recognition")
+    raw_split = ocr_page_module.split_glued
+    texts: dict[str, str] = {}
+    unsplit: dict[str, str] = {}
+    per_page: list[float] = []
+    by_kind: dict[str, list[float]] = defaultdict(list)
+    long_tokens: Counter[str] = Counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    with TreeMemory() as mem:
+        for path, numbers in jobs:
+            doc = pymupdf.open(path)
+            cache = OcrCache()
+            kw = dict(mode=opts.mode, dpi=dpi, min_text_chars=opts.min_text_chars,
+                      min_image_fraction=opts.min_image_fraction, band=opts.band, cache=cache)
+            for n in numbers:
+                t = time.perf_counter()
+                res = ocr_page(doc.load_page(n - 1), engine, **kw)  # type: ignore[arg-type]
+                per_page.append(time.perf_counter() - t)
+                by_kind[kinds[f"{path.name}#p{n}"]].append(per_page[-1])
+                texts[f"{path.name}#p{n}"] = res.text
+                # The same page without splitting glued words: the cache answers, no OCR.
+                ocr_page_module.split_glued = lambda x, **k: x  # type: ignore[assignment]
+                try:
+                    raw = ocr_page(doc.load_page(n - 1), engine, **kw)  # type: ignore[arg-type]
+                finally:
+                    ocr_page_module.split_glued = raw_split
+                unsplit[f"{path.name}#p{n}"] = raw.text
+                for label, text in (("unsplit", raw.text), ("split", res.text)):
+                    toks = [w for w in text.split() if w.isalpha()]
+                    long_tokens[label + "_all"] += len(toks)
+                    long_tokens[label + "_long"] += sum(len(w) >= 16 for w in toks)
+            doc.close()
+    wall = time.perf_counter() - t0
+    n = sum(len(x) for _, x in jobs)
+    row = {"config": "baseline: onnxruntime, 1 process, all cores", "pages": n, "wall_s": round(wall, 1),
+           "pages_per_s": round(n / wall, 3),
+           **{f"{k}_pages_per_s": round(len(v) / sum(v), 3) for k, v in sorted(by_kind.items()) if sum(v)},
+           "cpu_s": round(cpu_seconds() - c0, 1),
+           "cpu_pct": round(100 * (cpu_seconds() - c0) / wall), "peak_tree_mb": round(mem.peak / 2**20),
+           "load_avg": round(os.getloadavg()[0], 2),
+           "detection_s": round(spent["detection"], 1), "recognition_s": round(spent["recognition"], 1),
+           "long_token_share": {k: round(long_tokens[k + "_long"] / max(long_tokens[k + "_all"], 1), 4)
+                                for k in ("unsplit", "split")}}
+    return row, texts, unsplit
+
+
+def run_pool(jobs: list[tuple[Path, list[int]]], opts: Any, workers: int, backend: str) -> tuple[dict[str, Any], dict]:
+    """The product's path: ``workers`` processes of one thread each, every document at once."""
+    from ragspine.indexing.ocr_pool import OcrProcesses
+
+    pool = OcrProcesses(workers, nice=0, backend=backend)
+    texts: dict[str, str] = {}
+    c0, t0 = cpu_seconds(), time.perf_counter()
+    with TreeMemory() as mem:
+        def one(job: tuple[Path, list[int]]) -> None:
+            path, numbers = job
+            for n, res in pool.read(str(path), numbers, opts).items():
+                texts[f"{path.name}#p{n}"] = res.text
+
+        with ThreadPoolExecutor(max_workers=len(jobs)) as submit:
+            list(submit.map(one, jobs))
+        pool.close()  # the workers exit and are waited for: their CPU time is counted
+    wall = time.perf_counter() - t0
+    n = sum(len(x) for _, x in jobs)
+    cpu = cpu_seconds() - c0
+    return {"config": f"{workers} worker(s), {pool.backend if backend != 'auto' else 'auto'} backend", "workers": workers,
+            "pages": n, "wall_s": round(wall, 1), "pages_per_s": round(n / wall, 3), "cpu_s": round(cpu, 1),
+            "cpu_pct": round(100 * cpu / wall), "peak_tree_mb": round(mem.peak / 2**20),
+            "load_avg": round(os.getloadavg()[0], 2)}, texts
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--docs", type=int, default=6, help="PDFs to read (half chart-heavy, half scanned)")
     ap.add_argument("--dpi", type=int, default=None, help="OCR dpi (default: RAGSPINE_OCR_DPI's default)")
+    ap.add_argument("--workers", type=int, nargs="+", default=None,
+                    help="worker counts to measure (default: RAGSPINE_OCR_WORKERS's auto, one per core)")
+    ap.add_argument("--backend", default="auto", choices=["auto", "openvino", "onnxruntime"])
+    ap.add_argument("--no-baseline", action="store_true", help="skip the same-run baseline (it is the slowest)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.workers is not None and min(args.workers) < 1:
+        ap.error("--workers takes counts of at least 1")
 
     import pymupdf
 
     from ragspine.config import Settings
     from ragspine.indexing.ocr import OcrOptions
+    from ragspine.indexing.ocr_pool import auto_workers
     from ragspine.indexing.pdf import open_pdf
-    from ragspine.ocr import OcrCache, RapidOcrEngine, ocr_page, plan_page
-    from ragspine.ocr import page as ocr_page_module
+    from ragspine.ocr import plan_page
 
     docs_dir = args.data / "documents"
     if not docs_dir.is_dir():
@@ -92,6 +219,9 @@ def main() -> int:
     s = Settings()
     opts = OcrOptions.from_settings(s)
     dpi = args.dpi or opts.dpi
+    if dpi != opts.dpi:
+        opts = OcrOptions(opts.mode, dpi, opts.min_text_chars, opts.min_image_fraction, opts.band, args.backend)
+    workers = args.workers or [auto_workers(0)]
     # The documents whose queries have the most Chart/Figure evidence and image pages first.
     queries_all = [json.loads(line) for line in (args.data / "queries.jsonl").open()]
     qrels: dict[str, dict[str, int]] = defaultdict(dict)
@@ -121,65 +251,65 @@ def main() -> int:
         if name not in chosen and len(chosen) < args.docs:
             chosen.append(name)
 
-    engine = RapidOcrEngine()
-    raw_split = ocr_page_module.split_glued
-    per_kind: dict[str, list[float]] = defaultdict(list)
-    base_s = ocr_s = 0.0
-    regions_read = 0
-    region_seconds: list[float] = []
+    # What ingest pays per page without OCR: parse (text blocks, lines, boxes) and the plan.
     layer: dict[str, str] = {}
-    with_ocr: dict[str, str] = {}
-    unsplit: dict[str, str] = {}
-    long_tokens = Counter()
-    engine.recognize(__import__("numpy").full((64, 256, 3), 255, dtype="uint8"))  # load the models first
+    t = time.perf_counter()
     for name in chosen:
-        path = docs_dir / name
-        t = time.perf_counter()
-        parsed = open_pdf(path.read_bytes(), max_pages=s.max_pages, max_page_side_pt=s.max_page_side_pt)
-        for i, _ in enumerate(parsed.pages):
+        parsed = open_pdf((docs_dir / name).read_bytes(), max_pages=s.max_pages, max_page_side_pt=s.max_page_side_pt)
+        for i, page in enumerate(parsed.pages):
             plan_page(parsed.doc.load_page(i), opts.mode, opts.min_text_chars, opts.min_image_fraction, opts.band)
-        base_s += time.perf_counter() - t
-        cache = OcrCache()
-        for page, (n, kind) in zip(parsed.pages, plans[name]):
-            pid = f"{name}#p{n}"
-            layer[pid] = page.text
-            if kind == "born-digital":
-                with_ocr[pid] = unsplit[pid] = page.text
-                continue
-            t = time.perf_counter()
-            res = ocr_page(parsed.doc.load_page(n - 1), engine, mode=opts.mode, dpi=dpi,  # type: ignore[arg-type]
-                           min_text_chars=opts.min_text_chars, min_image_fraction=opts.min_image_fraction,
-                           band=opts.band, cache=cache)
-            dt = time.perf_counter() - t
-            ocr_s += dt
-            per_kind[kind].append(dt)
-            if res.engine_calls:
-                regions_read += res.engine_calls
-                region_seconds.append(dt / res.engine_calls)
-            with_ocr[pid] = page.text + "\n\n" + res.text
-            # The same page without splitting glued words: the cache answers, no OCR.
-            ocr_page_module.split_glued = lambda x, **k: x  # type: ignore[assignment]
-            try:
-                raw = ocr_page(parsed.doc.load_page(n - 1), engine, mode=opts.mode, dpi=dpi,  # type: ignore[arg-type]
-                               min_text_chars=opts.min_text_chars, min_image_fraction=opts.min_image_fraction,
-                               band=opts.band, cache=cache)
-            finally:
-                ocr_page_module.split_glued = raw_split
-            unsplit[pid] = page.text + "\n\n" + raw.text
-            for label, text in (("unsplit", raw.text), ("split", res.text)):
-                toks = [w for w in text.split() if w.isalpha()]
-                long_tokens[label + "_all"] += len(toks)
-                long_tokens[label + "_long"] += sum(len(w) >= 16 for w in toks)
+            layer[f"{name}#p{page.number}"] = page.text
         parsed.close()
-        print(f"{name}: {len(plans[name])} pages, read {sum(k != 'born-digital' for _, k in plans[name])}",
-              file=sys.stderr)
+    base_s = time.perf_counter() - t
+    jobs = [(docs_dir / n, [p for p, k in plans[n] if k != "born-digital"]) for n in chosen]
+    kinds = {f"{n}#p{p}": k for n in chosen for p, k in plans[n]}
+    n_pages = sum(len(plans[n]) for n in chosen)
+    print(f"{len(chosen)} documents, {n_pages} pages, {sum(len(x) for _, x in jobs)} to read by OCR at {dpi} dpi; "
+          f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}", file=sys.stderr)
+
+    rows: list[dict[str, Any]] = []
+    readings: dict[str, dict[str, str]] = {}
+    if not args.no_baseline:
+        row, readings["baseline"], unsplit = run_baseline(jobs, opts, dpi, kinds)
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
+    for w in workers:
+        # Chart pages and scanned pages apart (each kind's pages/s), then both together.
+        texts: dict[str, str] = {}
+        parts = []
+        for kind in ("chart", "scanned"):
+            kind_jobs = [(path, [n for n in nums if kinds[f"{path.name}#p{n}"] == kind]) for path, nums in jobs]
+            kind_jobs = [j for j in kind_jobs if j[1]]
+            if kind_jobs:
+                row, got = run_pool(kind_jobs, opts, w, args.backend)
+                texts.update(got)
+                parts.append((kind, row))
+        wall = sum(r["wall_s"] for _, r in parts)
+        cpu = sum(r["cpu_s"] for _, r in parts)
+        n = sum(r["pages"] for _, r in parts)
+        row = {"config": parts[0][1]["config"], "workers": w, "pages": n, "wall_s": round(wall, 1),
+               "pages_per_s": round(n / wall, 3),
+               **{f"{k}_pages_per_s": r["pages_per_s"] for k, r in parts},
+               "cpu_s": round(cpu, 1), "cpu_pct": round(100 * cpu / wall),
+               "peak_tree_mb": max(r["peak_tree_mb"] for _, r in parts), "load_avg": round(os.getloadavg()[0], 2)}
+        readings.setdefault(f"{w} workers", texts)
+        if rows and "detection_s" in rows[0]:
+            row["speedup_vs_baseline"] = round(row["pages_per_s"] / rows[0]["pages_per_s"], 2)
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr)
 
     chosen_set = set(chosen)
     queries = {q["_id"]: q["text"] for q in queries_all
                if q["_id"] in qrels and all(pid.split("#p")[0] in chosen_set for pid in qrels[q["_id"]])}
     types = {q["_id"]: (q.get("metadata") or {}).get("evidence_sources") or [] for q in queries_all}
+    variants: list[tuple[str, dict[str, str]]] = [("text layer", layer)]
+    for label, texts in readings.items():
+        variants.append((f"+ OCR ({label})", {pid: layer[pid] + "\n\n" + texts.get(pid, "") for pid in layer}))
+    if "baseline" in readings:
+        variants.append(("+ OCR (baseline), glued words kept",
+                         {pid: layer[pid] + "\n\n" + unsplit.get(pid, "") for pid in layer}))
     figures: dict[str, Any] = {}
-    for label, pages in (("text layer", layer), ("+ OCR", with_ocr), ("+ OCR, glued words kept", unsplit)):
+    for label, pages in variants:
         per_q = bm25_ndcg(pages, queries, qrels)
         row = {"all": round(statistics.fmean(per_q.values()), 4) if per_q else None, "queries": len(per_q)}
         for t in ("Chart", "Figure", "Table", "Pure-text (Plain-text)", "Generalized-text (Layout)"):
@@ -187,22 +317,13 @@ def main() -> int:
             row[t] = round(statistics.fmean(vals), 4) if vals else None
         figures[label] = row
 
-    n_pages = sum(len(plans[n]) for n in chosen)
+    by_kind = {k: sum(1 for v in kinds.values() if v == k) for k in ("born-digital", "chart", "scanned")}
     out = {
-        "documents": len(chosen), "pages": n_pages, "dpi": dpi,
-        "load_avg": os.getloadavg()[0],
+        "documents": len(chosen), "pages": n_pages, "dpi": dpi, "backend": args.backend,
         "baseline_no_ocr_s": round(base_s, 2),
-        "baseline_pages_per_s": round(n_pages / base_s, 1) if base_s else None,
-        "ocr_s": round(ocr_s, 1),
-        "ratio_ocr_over_baseline": round((base_s + ocr_s) / base_s, 1) if base_s else None,
-        "pages_by_kind": {k: sum(1 for n in chosen for _, kk in plans[n] if kk == k)
-                          for k in ("born-digital", "chart", "scanned")},
-        "seconds_per_page": {k: round(statistics.fmean(v), 2) for k, v in per_kind.items()},
-        "pages_per_s": {k: round(len(v) / sum(v), 3) for k, v in per_kind.items() if sum(v)},
-        "seconds_per_region": round(statistics.median(region_seconds), 2) if region_seconds else None,
-        "regions_read": regions_read,
-        "long_token_share": {k: round(long_tokens[k + "_long"] / max(long_tokens[k + "_all"], 1), 4)
-                             for k in ("unsplit", "split")},
+        "baseline_no_ocr_pages_per_s": round(n_pages / base_s, 1) if base_s else None,
+        "pages_by_kind": by_kind,
+        "throughput": rows,
         "ndcg@10": figures,
         "all_documents_by_kind": {k: sum(1 for n in plans for _, kk in plans[n] if kk == k)
                                   for k in ("born-digital", "chart", "scanned")},
@@ -211,7 +332,11 @@ def main() -> int:
         print(json.dumps(out))
     else:
         for k, v in out.items():
-            print(f"{k}: {v}")
+            if k == "throughput":
+                for r in v:
+                    print("throughput: " + " ".join(f"{a}={b}" for a, b in r.items()))
+            else:
+                print(f"{k}: {v}")
     return 0
 
 

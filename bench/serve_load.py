@@ -26,6 +26,13 @@ seconds. Printed per count: search q/s, p50/p99, 5xx answers (must be 0), upload
 outcome, and documents lost (must be 0: every succeeded upload is listed with all its pages
 and found by a search for its own words).
 
+With ``--ocr-uploads N`` it measures searches while OCR runs, on ``--engine local`` only: the
+same search load twice on one server, first alone, then while one client uploads the N PDFs of
+the dataset that need the most OCR (not among the indexed ones), one after another, each under a
+fresh document id, until the run ends. The server runs with its defaults (OCR worker processes,
+niced, one per core). Printed: search q/s, p50/p99 of both runs and their p99 ratio (the target
+is at most 2), the uploads finished, and the pages OCR read during the run.
+
 Only 127.0.0.1 is ever contacted; every server started is stopped.
 """
 
@@ -283,6 +290,70 @@ def replicas_run(data: Path, files: list[Path], queries: list[str], counts: list
     return 0 if bad_total == 0 else 1
 
 
+def ocr_heavy(files: list[Path], n: int) -> list[Path]:
+    """The ``n`` PDFs with the most pages that need OCR (the plan's rules, auto mode)."""
+    import pymupdf
+
+    from ragspine.config import Settings
+    from ragspine.ocr import plan_page
+
+    s = Settings()
+    counted = []
+    for f in files:
+        with pymupdf.open(f) as doc:
+            if doc.page_count > 60:  # long manuals: one upload would outlast the run
+                continue
+            k = sum(1 for page in doc if plan_page(page, "auto", s.ocr_min_text_chars, s.ocr_min_image_fraction,
+                                                   s.marker_band))
+        counted.append((-k, f.name, f))
+    return [f for k, _, f in sorted(counted)[:n] if k < 0]
+
+
+def ocr_run(env: dict[str, str], work: Path, queries: list[str], uploads: list[Path], mode: str,
+            clients: int, seconds: float, top_k: int) -> int:
+    """Searches alone, then searches while OCR-heavy PDFs are uploaded (see the module doc)."""
+    with server("local", env, work / "serve-ocr.log") as base:
+        drive(base, "warm-up", queries, mode, clients, 3.0, top_k)
+        alone = drive(base, f"search alone, {clients} clients", queries, mode, clients, seconds, top_k)
+        stop = threading.Event()
+        done: list[dict] = []
+
+        def uploader() -> None:
+            with httpx.Client(base_url=base, timeout=120) as c:
+                for i in itertools.count():
+                    if stop.is_set():
+                        return
+                    f = uploads[i % len(uploads)]
+                    r = c.post(f"/v1/libraries/{LIBRARY}/documents",
+                               files={"file": (f.name, f.read_bytes(), "application/pdf")},
+                               data={"metadata": json.dumps({"doc_id": f"ocr-{i}"})})
+                    r.raise_for_status()
+                    job = r.json()
+                    while not stop.is_set():
+                        job = c.get(f"/v1/jobs/{job['id']}").json()
+                        if job["state"] in ("succeeded", "failed") and job.get("ocr") != "pending":
+                            done.append(job)
+                            break
+                        time.sleep(0.2)
+
+        up = threading.Thread(target=uploader)
+        up.start()
+        time.sleep(2.0)  # the first upload's OCR is under way
+        busy = drive(base, f"search during OCR, {clients} clients", queries, mode, clients, seconds, top_k)
+        stop.set()
+        up.join()
+    pages = sum((j.get("ocr_result") or j.get("result") or {}).get("pages_ocr", 0) for j in done)
+    print(f"\n{'run':34s} {'ok':>6s} {'q/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'mean ms':>8s} "
+          f"{'errors':>6s} {'degr.':>6s}")
+    print(alone.line())
+    print(busy.line())
+    ratio = pct(busy.latencies, 99) / pct(alone.latencies, 99)
+    print(f"\nduring OCR / alone: p99 x{ratio:.2f} (target <= 2), p50 x"
+          f"{pct(busy.latencies, 50) / pct(alone.latencies, 50):.2f}, q/s x{busy.qps / alone.qps:.2f}; "
+          f"{len(done)} uploads finished with {pages} pages read by OCR; load average {os.getloadavg()[0]:.2f}")
+    return 0 if alone.errors == busy.errors == 0 else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="documents/*.pdf and queries.jsonl")
@@ -297,9 +368,12 @@ def main() -> int:
     ap.add_argument("--replicas", default=None,
                     help="e.g. 1,2: cluster mode with that many Ingress replicas over one shared Qdrant "
                          "double, mixed ingest + search (see the module docstring)")
+    ap.add_argument("--ocr-uploads", type=int, default=0, metavar="N",
+                    help="local engine only: search alone, then while the N most OCR-heavy PDFs are uploaded")
     args = ap.parse_args()
 
-    files = sorted((args.data / "documents").glob("*.pdf"))[: args.docs]
+    every = sorted((args.data / "documents").glob("*.pdf"))
+    files = every[: args.docs]
     if not files:
         raise SystemExit(f"no PDFs under {args.data / 'documents'}")
     queries = load_queries(args.data)
@@ -323,6 +397,10 @@ def main() -> int:
               f"({sum(1 for ln in r.stdout.splitlines() if ': indexed ' in ln)} ok); mode {args.mode}; "
               f"{os.cpu_count()} CPUs", file=sys.stderr)
 
+        if args.ocr_uploads:
+            heavy = ocr_heavy([f for f in every if f not in files], args.ocr_uploads)
+            print(f"uploading during the run: {', '.join(f.name for f in heavy)}", file=sys.stderr)
+            return ocr_run(env, work, queries, heavy, args.mode, args.clients, args.duration, args.top_k)
         runs: dict[str, list[Run]] = {}
         answers: dict[str, list] = {}
         for engine in ("local", "ray"):

@@ -168,9 +168,15 @@ def test_every_container_has_requests_and_limits_and_no_inline_secret() -> None:
                 if re.search(r"KEY|TOKEN|PASSWORD|SECRET", e["name"]):
                     assert "value" not in e and "secretKeyRef" in e["valueFrom"], e
     spec = _rayservice()["spec"]["rayClusterConfig"]
-    (gpu,) = spec["workerGroupSpecs"]
+    groups = {g["groupName"]: g for g in spec["workerGroupSpecs"]}
+    assert set(groups) == {"cpu", "gpu"}
+    gpu, cpu = groups["gpu"], groups["cpu"]
     assert gpu["maxReplicas"] > gpu["minReplicas"] and spec["enableInTreeAutoscaling"] is True
     assert "nvidia.com/gpu" in gpu["template"]["spec"]["containers"][0]["resources"]["limits"]
+    # The OCR stage's CPU workers: scale from zero, no GPU asked, as many Ray CPUs as the pod has.
+    assert cpu["minReplicas"] == 0 < cpu["maxReplicas"]
+    limits = cpu["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert "nvidia.com/gpu" not in limits and cpu["rayStartParams"]["num-cpus"] == limits["cpu"]
     assert not _kind("Secret"), "secrets are created by kubectl (k8s/README.md), never committed"
 
 

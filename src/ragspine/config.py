@@ -287,6 +287,9 @@ class Settings(BaseSettings):
     #: GPUs per model replica (PageEncoder, QueryEncoder, DenseEncoder, Reranker); a fraction
     #: lets replicas share one GPU; 0 = run the models on CPU.
     ray_model_gpus: float = Field(default=0.0, ge=0, le=8)
+    #: CPUs each OCR task of a Ray Data bulk ingest asks for (one document a task; its engine
+    #: runs one inference thread per CPU). The KubeRay manifest's CPU worker group runs them.
+    ray_ocr_cpus: float = Field(default=1.0, ge=1.0, le=64)
 
     @field_validator("exact_device")
     @classmethod

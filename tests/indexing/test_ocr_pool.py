@@ -58,8 +58,15 @@ def test_auto_is_one_worker_per_core() -> None:
 def test_pages_of_one_pdf_come_back_from_the_workers_each_with_its_own_text(drive: Path) -> None:
     pool = OcrProcesses(2, nice=0, factory=ocr_engines.file_driven)
     seen: list[tuple[int, int]] = []
+    got: dict = {}
+    (drive / "hold").touch()  # each worker waits inside its first page until both have one
+    reader = threading.Thread(target=lambda: got.update(
+        pool.read(_scan(5), [1, 2, 3, 4, 5], OPTS, progress=lambda d, t: seen.append((d, t)))))
     try:
-        got = pool.read(_scan(5), [1, 2, 3, 4, 5], OPTS, progress=lambda d, t: seen.append((d, t)))
+        reader.start()
+        _wait_for(lambda: len(list(drive.glob("started-*"))) == 2)
+        (drive / "hold").unlink()
+        reader.join(60)
         # 72 dpi: a page (500 + 10 k) points wide renders (500 + 10 k) pixels wide.
         assert {n: [ln.text for ln in r.lines] for n, r in got.items()} == {
             k + 1: [f"harbour {500 + 10 * k}x700"] for k in range(5)}

@@ -138,3 +138,28 @@ def test_bulk_ingest_reads_pixels_once_and_drops_stamped_pages_before_encoding(
     finally:
         bulk.close()
         local.close()
+
+
+def test_the_ocr_stage_reads_a_documents_pixels_and_passes_a_bad_pdf_on_as_an_error(tmp_path: Path) -> None:
+    import json
+
+    import scans
+    from scans import Line, ScanPage
+
+    from ragspine.serving.ray_ingest import read_pixels, render_pages
+
+    good = tmp_path / "scan.pdf"
+    good.write_bytes(scans.scan_pdf([ScanPage([Line("Container volumes doubled", y=240)])]))
+    bad = tmp_path / "bad.pdf"
+    bad.write_bytes(b"%PDF-1.7 not really")
+    overrides = {"data_dir": str(tmp_path / "data")}
+    row = read_pixels({"idx": 0, "path": str(good), "meta": "{}"}, overrides)
+    lines = json.loads(row["ocr_json"])
+    assert row["error"] == "" and list(lines) == ["1"]
+    assert "container volumes doubled" in " ".join(t for t, _ in lines["1"]).lower()
+    (page,) = render_pages(row, overrides)  # the lines join the page: it is kept and rendered
+    assert (page["page"], page["error"]) == (1, "") and json.loads(page["ocr"]) == lines["1"]
+    broken = read_pixels({"idx": 1, "path": str(bad), "meta": "{}"}, overrides)
+    assert broken["error"] and broken["ocr_json"] == "{}"
+    (out,) = render_pages(broken, overrides)
+    assert out["error"] == broken["error"] and out["page"] == 0

@@ -81,16 +81,17 @@ _ENGINE: RapidOcrEngine | None = None
 _ENGINE_LOCK = threading.Lock()
 
 
-def _engine(backend: str = "auto") -> RapidOcrEngine:
+def _engine(backend: str = "auto", threads: int | None = None) -> RapidOcrEngine:
     global _ENGINE
     with _ENGINE_LOCK:
-        if _ENGINE is None or _ENGINE.backend != resolve_backend(backend):
-            _ENGINE = RapidOcrEngine(backend=backend)  # type: ignore[arg-type]
+        if _ENGINE is None or _ENGINE.backend != resolve_backend(backend) or _ENGINE.threads != threads:
+            _ENGINE = RapidOcrEngine(backend=backend, threads=threads)  # type: ignore[arg-type]
         return _ENGINE
 
 
-def _read(page: pymupdf.Page, opts: OcrOptions, cache: OcrCache, part: Part = "all") -> PageOcr:
-    return ocr_page(page, _engine(opts.backend), mode=opts.mode, dpi=opts.dpi,  # type: ignore[arg-type]
+def _read(page: pymupdf.Page, opts: OcrOptions, cache: OcrCache, part: Part = "all",
+          threads: int | None = None) -> PageOcr:
+    return ocr_page(page, _engine(opts.backend, threads), mode=opts.mode, dpi=opts.dpi,  # type: ignore[arg-type]
                     min_text_chars=opts.min_text_chars, min_image_fraction=opts.min_image_fraction,
                     band=opts.band, cache=cache, part=part)
 
@@ -98,10 +99,12 @@ def _read(page: pymupdf.Page, opts: OcrOptions, cache: OcrCache, part: Part = "a
 class OcrStage:
     """Reads the pixels of the pages that need it and merges what it reads into them."""
 
-    def __init__(self, settings: Settings, pool: OcrProcesses | None = None) -> None:
+    def __init__(self, settings: Settings, pool: OcrProcesses | None = None, threads: int | None = None) -> None:
         self.opts = OcrOptions.from_settings(settings)
-        #: Worker processes (RAGSPINE_OCR_WORKERS), or None: OCR on the calling thread.
+        #: Worker processes (RAGSPINE_OCR_WORKERS), or None: OCR on the calling thread, with an
+        #: engine of ``threads`` inference threads (None: every core).
         self.pool = pool
+        self.threads = threads
 
     def plan(self, parsed: ParsedPDF) -> dict[int, tuple[bool, bool]]:
         """Page number -> (has stamp regions, has content regions) for every page with
@@ -166,7 +169,7 @@ class OcrStage:
         cache = OcrCache()
         assert parsed.doc is not None
         for n in numbers:
-            out[n] = _read(parsed.doc.load_page(n - 1), self.opts, cache, part)
+            out[n] = _read(parsed.doc.load_page(n - 1), self.opts, cache, part, self.threads)
             if progress is not None:
                 progress(len(out), len(numbers))
         return out

@@ -31,6 +31,7 @@ import logging
 import os
 import shutil
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -100,7 +101,9 @@ class DeferredOcr:
     """Phase 2 and the OCR state of documents, for one :class:`~ragspine.indexing.Indexer`."""
 
     def __init__(self, indexer: "Indexer") -> None:
-        self.ix = indexer
+        # A proxy, not a reference: a cycle would keep the indexer (and its store, whose shard
+        # is closed when it is freed) alive after its engine is dropped unclosed.
+        self.ix = weakref.proxy(indexer)
 
     def finish(self, library: str, doc_id: str, progress: Callable[[int, int], None] | None = None) -> Any:
         """Phase 2 of a document whose OCR is ``pending`` or ``failed``: the same bytes ingested

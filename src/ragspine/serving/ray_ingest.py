@@ -5,13 +5,16 @@ The pipeline, per document, keeps ragspine's order (RESTRICTED goes before anyth
 1. **plan** (driver): read the bytes; a document whose sensitivity is RESTRICTED is handed to
    the engine, which drops it without opening it; a document already indexed unchanged (same
    bytes, metadata and settings) is skipped, so a restarted run picks up where it stopped.
-2. **parse, police, render** (Ray Data CPU tasks, ``flat_map``): PyMuPDF parses the PDF, the
-   engine's :class:`~ragspine.policy.PagePolicy` drops RESTRICTED pages, and only the
-   kept pages are rendered, exactly as the indexer renders them for the page model.
-3. **encode** (``map_batches`` on an actor pool, ``concurrency`` actors each holding the page
+2. **OCR** (Ray Data CPU tasks, ``map``, ``RAGSPINE_RAY_OCR_CPUS`` each): the pages that need
+   it are read, as the indexer reads them, by an engine of one thread per CPU of the task.
+3. **parse, police, render** (Ray Data CPU tasks, ``flat_map``): PyMuPDF parses the PDF, the
+   OCR lines join its pages, the engine's :class:`~ragspine.policy.PagePolicy` drops
+   RESTRICTED pages, and only the kept pages are rendered, exactly as the indexer renders them
+   for the page model.
+4. **encode** (``map_batches`` on an actor pool, ``concurrency`` actors each holding the page
    model, ``RAGSPINE_RAY_MODEL_GPUS`` GPUs each): page images to multivectors. Ray Data streams,
    so rendering runs ahead of the encoders and the GPU does not wait on it.
-4. **write** (driver, in order of completion): each complete document goes through
+5. **write** (driver, in order of completion): each complete document goes through
    :meth:`Engine.ingest` with ``page_vectors`` (page number -> the vectors encoded in step 3) -
    staging, commit, atomic replace, thumbnails, BM25, listeners - so the engine neither renders
    model images nor encodes again. The vectors must cover exactly the pages the policy keeps; a
@@ -72,11 +75,36 @@ class PrecomputedPageEncoder:
 # -- Ray Data stages (run in Ray workers) ---------------------------------------------------------
 
 
+def read_pixels(row: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """map task, the OCR stage (its own CPUs: ``RAGSPINE_RAY_OCR_CPUS``): one document's OCR
+    lines (page number -> lines), read with an engine of as many threads as the task has CPUs.
+    The next stage polices and renders with them; a parse error travels on as ``error``."""
+    from ragspine.indexing.ocr import OcrStage
+    from ragspine.indexing.pdf import open_pdf
+    from ragspine.serving.ray_settings import resolve_settings
+
+    s = resolve_settings(overrides)
+    out = {**row, "ocr_json": "{}", "error": ""}
+    try:
+        parsed = open_pdf(Path(row["path"]).read_bytes(), max_pages=s.max_pages,
+                          max_page_side_pt=s.max_page_side_pt)
+    except Exception as e:  # the writer reports it through the engine's own error
+        return {**out, "error": describe(e)}
+    try:
+        threads = max(1, int(s.ray_ocr_cpus))
+        lines = OcrStage(s, threads=threads).read(parsed)  # the Ray tasks are the parallelism
+        return {**out, "ocr_json": json.dumps({str(n): v for n, v in lines.items()})}
+    except Exception as e:
+        return {**out, "error": describe(e)}
+    finally:
+        parsed.close()
+
+
 def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[str, Any]]:
     """flat_map task: one document → one row per kept page (RGB bytes), or one row saying why
-    there is none (all pages RESTRICTED, or the PDF cannot be parsed)."""
+    there is none (all pages RESTRICTED, or the PDF cannot be parsed or read)."""
     from ragspine.indexing import MODEL_IMAGE_MAX_PX, parse_metadata
-    from ragspine.indexing.ocr import OcrStage, merge_all
+    from ragspine.indexing.ocr import merge_all
     from ragspine.indexing.pdf import open_pdf, render_page_image
     from ragspine.policy import PagePolicy
     from ragspine.serving.ray_settings import resolve_settings
@@ -84,6 +112,8 @@ def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[st
     s = resolve_settings(overrides)
     base = {"idx": row["idx"], "page": 0, "n_kept": 0, "raw": b"", "width": 0, "height": 0, "error": "",
             "ocr": "[]", "dropped": "[]"}
+    if row.get("error"):
+        return [{**base, "error": row["error"]}]
     try:
         meta = parse_metadata(json.loads(row["meta"]))
         parsed = open_pdf(Path(row["path"]).read_bytes(), max_pages=s.max_pages,
@@ -91,10 +121,11 @@ def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[st
     except Exception as e:  # the writer reports it through the engine's own error
         return [{**base, "error": describe(e)}]
     try:
-        # OCR first, as the indexer does: a stamp that exists only in pixels drops its page here,
-        # before rendering. Only kept pages' lines travel on (to the writer, which indexes them
-        # without reading the pixels again); of a dropped page only its number does.
-        ocr = OcrStage(s).read(parsed)  # this Ray CPU task is the parallelism: no worker processes
+        # OCR came first (read_pixels), as the indexer does: a stamp that exists only in pixels
+        # drops its page here, before rendering. Only kept pages' lines travel on (to the
+        # writer, which indexes them without reading the pixels again); of a dropped page only
+        # its number does.
+        ocr = {int(n): v for n, v in json.loads(row.get("ocr_json") or "{}").items()}
         merge_all(parsed, ocr)
         policy = PagePolicy(tuple(s.restricted_markers), s.marker_band)
         dropped = set(policy.restricted_pages(parsed.pages, meta.page_sensitivity))
@@ -349,6 +380,8 @@ def _run_pipeline(
     gpus = {"num_gpus": settings.ray_model_gpus} if settings.ray_model_gpus else {}
     ds = (
         ray.data.from_items(items, override_num_blocks=len(items))  # one block per document
+        # OCR is a stage of its own, with its own CPUs (CPU tasks; a scan costs seconds a page).
+        .map(read_pixels, fn_kwargs={"overrides": overrides}, num_cpus=settings.ray_ocr_cpus)
         .flat_map(render_pages, fn_kwargs={"overrides": overrides}, num_cpus=1)
         .map_batches(EncodePages, fn_constructor_args=(overrides,), batch_size=batch_size,
                      concurrency=encoders, num_cpus=encoder_cpus, batch_format="numpy", **gpus)
