@@ -48,3 +48,7 @@ def file_driven(backend: str) -> FileDrivenEngine:
 
 def dying(backend: str) -> FileDrivenEngine:
     return FileDrivenEngine(die=True)
+
+
+def unloadable(backend: str) -> FileDrivenEngine:
+    raise RuntimeError("this engine cannot load in a worker")  # the pool's probe fails

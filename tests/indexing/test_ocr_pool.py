@@ -118,3 +118,56 @@ def test_workers_run_at_the_configured_niceness(drive: Path) -> None:
         assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
     finally:
         pool.close()
+
+
+def test_workers_that_cannot_start_fall_back_to_the_ingesting_thread(drive: Path) -> None:
+    from ragspine.indexing.ocr import OcrStage
+    from ragspine.indexing.ocr_pool import PoolUnavailable
+    from ragspine.indexing.pdf import open_pdf
+
+    pool = OcrProcesses(2, nice=0, factory=ocr_engines.unloadable)
+    try:
+        with pytest.raises(PoolUnavailable):
+            pool.read(_scan(1), [1], OPTS)
+        assert pool.unavailable and not pool.started
+        # OcrStage reads on its own thread instead (the real engine here) and gets the text.
+        stage = OcrStage(Settings(ocr_workers=2), pool)
+        parsed = open_pdf(scans.scan_pdf([ScanPage([Line("Container volumes doubled", y=240)])]),
+                          max_pages=10, max_page_side_pt=14400)
+        try:
+            read = stage.read(parsed)
+        finally:
+            parsed.close()
+        assert "container volumes doubled" in " ".join(t for t, _ in read[1]).lower()
+    finally:
+        pool.close()
+
+
+SCRIPT = """
+import sys
+from ragspine.config import Settings
+from ragspine.engine import Engine
+eng = Engine(Settings(data_dir=sys.argv[1], ocr_workers=2))
+eng.create_library("lib")
+res = eng.ingest("lib", open(sys.argv[2], "rb").read(), {"doc_id": "scan"})
+print("RESULT", res.status, res.pages_ocr, eng.search({"query": "container", "libraries": ["lib"]}).hits[0].page)
+eng.close()
+"""
+
+
+def test_a_script_without_a_main_guard_still_ingests_a_scan(tmp_path: Path) -> None:
+    # Spawned workers re-run a script's top level; without `if __name__ == "__main__":` they
+    # cannot start. The probe finds it before any page is sent, and OCR runs in the script.
+    import subprocess
+    import sys
+
+    script = tmp_path / "no_guard.py"
+    script.write_text(SCRIPT)
+    pdf = tmp_path / "scan.pdf"
+    pdf.write_bytes(scans.scan_pdf([ScanPage([Line("Container volumes doubled", y=240)])]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "data"), str(pdf)], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "RESULT indexed 1 1" in r.stdout
+    assert "OCR worker processes could not start" in r.stderr and "__main__" in r.stderr

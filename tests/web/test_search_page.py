@@ -242,6 +242,29 @@ def test_upload_by_drag_and_drop_reports_dropped_pages_and_becomes_searchable(we
     web.shot("08-uploaded-doc-searchable")
 
 
+def test_an_upload_with_a_scanned_page_reports_the_ocr_that_follows_until_it_is_done(web: Watched) -> None:
+    import pymupdf
+    import scans
+
+    doc = pymupdf.open()
+    doc.new_page().insert_text((72, 100), "Wombat Shipping review: wombatunique tonnage rose.", fontsize=11)
+    doc.insert_pdf(pymupdf.open(stream=scans.scan_pdf([scans.ScanPage([scans.Line("Wombatunique berth plan", y=240)])])))
+    page = web.open()
+    page.click("#upload-open")
+    page.set_input_files("#file", {"name": "wombat.pdf", "mimeType": "application/pdf", "buffer": doc.tobytes()})
+    page.select_option("#up-library", UPLOAD_LIBRARY)
+    page.click("#upload-submit")
+    # The job succeeds on the text layer (page 1); the scan's OCR follows and the page says so.
+    page.wait_for_selector("#upload-result[data-state=succeeded]")
+    page.wait_for_selector("#upload-result[data-ocr=done]", timeout=120_000)
+    assert "OCR done: 2 of 2 pages searchable, 1 read by OCR." in page.inner_text("#upload-result")
+    assert "1 of 2 pages" in page.inner_text("#upload-result")  # what the first phase made live
+    web.shot("07b-upload-ocr-done")
+    page.click("#upload-close")
+    answer = search(web, "wombatunique berth", library=UPLOAD_LIBRARY)
+    assert [h["page"] for h in answer["hits"]][:1] == [2]
+
+
 def test_html_and_script_payloads_render_as_text(web: Watched) -> None:
     page = web.open()
     page.select_option("#library", XSS_LIBRARY)

@@ -31,7 +31,7 @@ import pymupdf
 
 from ragspine.config import Settings
 from ragspine.indexing.pdf import PARAGRAPH_SEP, PageContent, ParsedPDF, TextBlock
-from ragspine.indexing.ocr_pool import OcrProcesses
+from ragspine.indexing.ocr_pool import OcrProcesses, PoolUnavailable
 from ragspine.ocr import OcrCache, PageOcr, Part, RapidOcrEngine, is_stamp_region, ocr_page, plan_page
 from ragspine.ocr.plan import page_rect_unrotated
 from ragspine.ocr.rapid import resolve_backend
@@ -161,10 +161,13 @@ class OcrStage:
 
     def _run(self, parsed: ParsedPDF, numbers: Sequence[int], progress: Progress | None,
              part: Part) -> dict[int, PageOcr]:
-        if self.pool is not None and parsed.source is not None:
+        if self.pool is not None and not self.pool.unavailable and parsed.source is not None:
             src = parsed.source if isinstance(parsed.source, (bytes, bytearray)) else str(parsed.source)
-            return self.pool.read(bytes(src) if isinstance(src, bytearray) else src, numbers, self.opts, progress,
-                                  part)
+            try:
+                return self.pool.read(bytes(src) if isinstance(src, bytearray) else src, numbers, self.opts,
+                                      progress, part)
+            except PoolUnavailable:
+                pass  # logged once by the pool: read here instead
         out: dict[int, PageOcr] = {}
         cache = OcrCache()
         assert parsed.doc is not None

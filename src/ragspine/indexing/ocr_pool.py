@@ -77,6 +77,11 @@ def _init_worker(nice: int, factory: EngineFactory, backend: str) -> None:
     _ENGINE = factory(backend)
 
 
+def _ready() -> bool:
+    """The probe a new pool answers before pages are sent to it (see :class:`PoolUnavailable`)."""
+    return _ENGINE is not None
+
+
 def _read_page(path: str, number: int, opts: Any, part: Part = "all") -> PageOcr:
     """OCR of the 1-based page ``number`` of the PDF at ``path`` with the options ``opts``
     (:class:`ragspine.indexing.ocr.OcrOptions`), the regions of ``part`` only."""
@@ -93,6 +98,12 @@ def _read_page(path: str, number: int, opts: Any, part: Part = "all") -> PageOcr
 
 
 # -- in the ingesting process -------------------------------------------------------------------
+
+
+class PoolUnavailable(OcrError):
+    """Worker processes cannot start here (no page was involved): most often a script that
+    starts ragspine without ``if __name__ == "__main__":``, which spawned workers re-run. The
+    caller reads on its own thread instead."""
 
 
 class OcrProcesses:
@@ -112,6 +123,8 @@ class OcrProcesses:
         #: Pools replaced after a worker died (observable: metrics, tests).
         self.restarts = 0
         self._pending = 0  # pages submitted and not yet back, over all documents
+        #: The workers could not start (the probe failed): callers read on their own thread.
+        self.unavailable = False
 
     @property
     def started(self) -> bool:
@@ -130,10 +143,25 @@ class OcrProcesses:
 
     def _get(self) -> ProcessPoolExecutor:
         with self._lock:
+            if self.unavailable:
+                raise PoolUnavailable("OCR worker processes could not start here")
             if self._pool is None:
-                self._pool = ProcessPoolExecutor(
+                pool = ProcessPoolExecutor(
                     max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
                     initializer=_init_worker, initargs=(self.nice, self.factory, self.backend))
+                # A probe before any page: a pool that breaks now breaks for a reason of its own
+                # (the workers cannot start), which no retry and no page can fix.
+                try:
+                    pool.submit(_ready).result()
+                except Exception as exc:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    self.unavailable = True
+                    logger.warning(
+                        "OCR worker processes could not start (%s); OCR runs on the ingesting thread. A script "
+                        "that uses ragspine needs 'if __name__ == \"__main__\":' for worker processes, or "
+                        "RAGSPINE_OCR_WORKERS=1", type(exc).__name__)
+                    raise PoolUnavailable("OCR worker processes could not start here") from exc
+                self._pool = pool
             return self._pool
 
     def _replace(self, broken: ProcessPoolExecutor) -> None:

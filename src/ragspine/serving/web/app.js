@@ -572,6 +572,10 @@
     const meta = h.metadata || {};
     const badges = ["entity", "period", "language"].filter((k) => meta[k] !== undefined && meta[k] !== null)
       .map((k) => el("span", { class: "badge", text: String(meta[k]) }));
+    if (doc && (doc.ocr === "pending" || doc.ocr === "failed")) {
+      badges.push(el("span", { class: "badge ocr-badge", dataset: { ocr: doc.ocr },
+        text: doc.ocr === "pending" ? "OCR pending" : "OCR failed", title: "some pages of this document are not searchable yet" }));
+    }
     const open = () => openViewer(h, terms);
     const frame = pageFrame({
       url: h.thumbnail_url || thumbURL(h.library_id, h.doc_id, h.page),
@@ -757,7 +761,31 @@
         `${pageList(dropped)} ${dropped.length === 1 ? "was" : "were"} dropped by the RESTRICTED policy and will not be searchable.`));
     }
     for (const w of r.warnings || []) lines.push(el("p", { class: "warn-line", text: String(w) }));
+    // Two-phase ingest: the pages above are live; the pages that need OCR follow.
+    out.dataset.ocr = job.ocr || "none";
+    if (job.ocr === "pending") {
+      const owed = Array.isArray(r.ocr_pending_pages) ? r.ocr_pending_pages : [];
+      const read = job.ocr_pages_total ? ` (${job.ocr_pages_done} of ${job.ocr_pages_total} read)` : "";
+      const what = owed.length ? pageList(owed).toLowerCase() : "the remaining pages";
+      lines.push(el("p", { class: "ocr-line", text: `OCR of ${what} follows${read}; the pages above are searchable now.` }));
+    } else if (job.ocr === "done" && job.ocr_result) {
+      const o = job.ocr_result;
+      lines.push(el("p", { class: "ocr-line ok", text: `OCR done: ${o.pages_indexed} of ${o.pages_total} pages searchable, ${o.pages_ocr} read by OCR.` }));
+    } else if (job.ocr === "failed") {
+      const e = job.ocr_error || {};
+      lines.push(el("p", { class: "ocr-line warn-line", text: `OCR failed: ${e.detail || "see the server log"}. The pages above stay searchable.` }));
+    }
     out.replaceChildren(...lines);
+  }
+
+  /** After a job succeeded on its first phase: follow its OCR until it ends. */
+  async function followOcr(job) {
+    while (job.ocr === "pending") {
+      await sleep(POLL_MS);
+      job = await api(`/v1/jobs/${enc(job.id)}`);
+      renderJob(job);
+    }
+    return job;
   }
 
   async function submitUpload(e) {
@@ -793,6 +821,10 @@
       if (final.state === "succeeded") {
         await refreshLibraries();
         await refreshDocs();
+        if (final.ocr === "pending") {
+          await followOcr(final);
+          await refreshDocs();
+        }
       }
     } catch (err) {
       const ae = err instanceof ApiError ? err : new ApiError(0, "Upload failed", String(err.message || err));
