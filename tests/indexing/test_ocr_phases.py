@@ -156,7 +156,7 @@ def test_a_failed_second_phase_leaves_the_first_live_and_is_resumed(
         def recognize(self, image: Any) -> list[Any]:
             raise OcrError("the engine crashed")
 
-    monkeypatch.setattr(stage, "_engine", lambda backend="auto": Broken())
+    monkeypatch.setattr(stage, "_engine", lambda backend="auto", threads=None: Broken())
     with pytest.raises(OcrError, match="the engine crashed"):
         eng.indexer.finish_ocr(LIB, "r")
     assert eng.document(LIB, "r")["ocr"] == "failed"

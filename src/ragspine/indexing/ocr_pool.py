@@ -47,6 +47,11 @@ Progress = Callable[[int, int], None]
 
 #: How many times the pages of one call are handed to a fresh pool after the old one broke.
 RETRIES = 1
+#: Pages a worker reads before it is replaced by a fresh one. OpenVINO keeps buffers for every
+#: input shape it has met, so a worker's memory grows with the variety of pages it reads (two
+#: workers reached 2.9 GB each over MMLongBench); a fresh worker starts at ~0.3 GB and costs
+#: ~2 s to start, a few percent of 64 pages.
+PAGES_PER_WORKER = 64
 #: Documents a worker keeps open (and their OCR caches): the ones being read right now.
 _OPEN_DOCS = 4
 
@@ -111,13 +116,14 @@ class OcrProcesses:
     on several threads submit to it at once."""
 
     def __init__(self, workers: int, *, nice: int = 10, backend: str = "auto",
-                 factory: EngineFactory = rapid_one_thread) -> None:
+                 factory: EngineFactory = rapid_one_thread, pages_per_worker: int = PAGES_PER_WORKER) -> None:
         if workers < 1:
             raise ValueError(f"an OCR pool needs at least one worker, got {workers}")
         self.workers = workers
         self.nice = nice
         self.backend = backend
         self.factory = factory
+        self.pages_per_worker = pages_per_worker
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         #: Pools replaced after a worker died (observable: metrics, tests).
@@ -148,7 +154,8 @@ class OcrProcesses:
             if self._pool is None:
                 pool = ProcessPoolExecutor(
                     max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_init_worker, initargs=(self.nice, self.factory, self.backend))
+                    initializer=_init_worker, initargs=(self.nice, self.factory, self.backend),
+                    max_tasks_per_child=self.pages_per_worker)
                 # A probe before any page: a pool that breaks now breaks for a reason of its own
                 # (the workers cannot start), which no retry and no page can fix.
                 try:
@@ -197,20 +204,25 @@ class OcrProcesses:
 
     def _collect(self, pool: ProcessPoolExecutor, path: str, numbers: Sequence[int], opts: Any, part: Part,
                  out: dict[int, PageOcr], progress: Progress | None, total: int) -> None:
+        # At most workers + 1 pages of one call in the pool's queue at a time: the queue is
+        # first come, first served, and a document's first phase (a few small band images) must
+        # not wait behind every page of another document's second phase.
+        window = self.workers + 1
+        queue = list(numbers)
         futs: dict[Future[PageOcr], int] = {}
         try:
-            for n in numbers:
-                futs[pool.submit(_read_page, path, n, opts, part)] = n
-                with self._lock:
-                    self._pending += 1
-            todo = set(futs)
-            while todo:
-                done, todo = wait(todo, return_when=FIRST_COMPLETED)
+            while queue or futs:
+                while queue and len(futs) < window:
+                    n = queue.pop(0)
+                    futs[pool.submit(_read_page, path, n, opts, part)] = n
+                    with self._lock:
+                        self._pending += 1
+                done, _ = wait(set(futs), return_when=FIRST_COMPLETED)
                 for fut in done:
                     with self._lock:
                         self._pending -= 1
-                    futs_n = futs.pop(fut)
-                    out[futs_n] = fut.result()  # BrokenProcessPool when a worker died
+                    n = futs.pop(fut)
+                    out[n] = fut.result()  # BrokenProcessPool when a worker died
                     if progress is not None:
                         progress(len(out), total)
         finally:
