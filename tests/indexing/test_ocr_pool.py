@@ -171,15 +171,3 @@ def test_a_script_without_a_main_guard_still_ingests_a_scan(tmp_path: Path) -> N
     assert r.returncode == 0, r.stderr[-2000:]
     assert "RESULT indexed 1 1" in r.stdout
     assert "OCR worker processes could not start" in r.stderr and "__main__" in r.stderr
-
-
-def test_a_worker_is_replaced_after_its_share_of_pages(drive: Path) -> None:
-    # The memory bound: one worker, replaced every 2 tasks (the start-up probe is one of them).
-    pool = OcrProcesses(1, nice=0, factory=ocr_engines.file_driven, pages_per_worker=2)
-    try:
-        got = pool.read(_scan(5), [1, 2, 3, 4, 5], OPTS)
-        assert sorted(got) == [1, 2, 3, 4, 5] and pool.restarts == 0
-        pids = {p.name.split("-")[1] for p in drive.glob("started-*")}
-        assert len(pids) == 3  # pages 1 | 2, 3 | 4, 5: three workers in turn
-    finally:
-        pool.close()

@@ -47,11 +47,7 @@ Progress = Callable[[int, int], None]
 
 #: How many times the pages of one call are handed to a fresh pool after the old one broke.
 RETRIES = 1
-#: Pages a worker reads before it is replaced by a fresh one. OpenVINO keeps buffers for every
-#: input shape it has met, so a worker's memory grows with the variety of pages it reads (two
-#: workers reached 2.9 GB each over MMLongBench); a fresh worker starts at ~0.3 GB and costs
-#: ~2 s to start, a few percent of 64 pages.
-PAGES_PER_WORKER = 64
+
 #: Documents a worker keeps open (and their OCR caches): the ones being read right now.
 _OPEN_DOCS = 4
 
@@ -116,14 +112,13 @@ class OcrProcesses:
     on several threads submit to it at once."""
 
     def __init__(self, workers: int, *, nice: int = 10, backend: str = "auto",
-                 factory: EngineFactory = rapid_one_thread, pages_per_worker: int = PAGES_PER_WORKER) -> None:
+                 factory: EngineFactory = rapid_one_thread) -> None:
         if workers < 1:
             raise ValueError(f"an OCR pool needs at least one worker, got {workers}")
         self.workers = workers
         self.nice = nice
         self.backend = backend
         self.factory = factory
-        self.pages_per_worker = pages_per_worker
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
         #: Pools replaced after a worker died (observable: metrics, tests).
@@ -154,8 +149,7 @@ class OcrProcesses:
             if self._pool is None:
                 pool = ProcessPoolExecutor(
                     max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_init_worker, initargs=(self.nice, self.factory, self.backend),
-                    max_tasks_per_child=self.pages_per_worker)
+                    initializer=_init_worker, initargs=(self.nice, self.factory, self.backend))
                 # A probe before any page: a pool that breaks now breaks for a reason of its own
                 # (the workers cannot start), which no retry and no page can fix.
                 try:
