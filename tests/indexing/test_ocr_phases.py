@@ -99,8 +99,17 @@ def test_a_document_with_nothing_to_defer_is_ingested_in_one_phase(eng: Engine) 
     res = eng.ingest(LIB, born.tobytes(), {"doc_id": "text"}, defer_ocr=True)
     assert (res.ocr, res.version) == ("none", 1)
     only_scans = scans.scan_pdf([ScanPage([Line(SCANNED, y=240)])])
-    res = eng.ingest(LIB, only_scans, {"doc_id": "scan"}, defer_ocr=True)  # nothing could go first
-    assert (res.ocr, res.version, res.pages_ocr) == ("done", 1, 1)
+    # Nothing could go live first: the whole document is owed, and the call returns at once.
+    res = eng.ingest(LIB, only_scans, {"doc_id": "scan"}, defer_ocr=True)
+    assert (res.status, res.ocr, res.version, res.ocr_pending_pages) == ("ocr_pending", "pending", None, [1])
+    assert [d["doc_id"] for d in eng.documents(LIB)] == ["text"] and _pages(eng, "container") == []
+    assert eng.ingest(LIB, only_scans, {"doc_id": "scan"}, defer_ocr=True).status == "ocr_pending"  # again
+    done = eng.indexer.finish_ocr(LIB, "scan")
+    assert done is not None and (done.status, done.version, done.ocr, done.pages_ocr) == ("indexed", 1, "done", 1)
+    assert _pages(eng, "container volumes") == [("scan", 1)]
+    # Without defer_ocr a scan is read in the call, in one phase.
+    res = eng.ingest(LIB, scans.scan_pdf([ScanPage([Line("Dredging finished", y=240)])]), {"doc_id": "s2"})
+    assert (res.status, res.version, res.ocr) == ("indexed", 1, "done")
 
 
 def test_a_stamp_in_a_band_image_drops_its_page_in_the_first_phase(eng: Engine) -> None:

@@ -21,9 +21,11 @@ def test_a_scan_through_the_api(make_client: Any) -> None:
     r = upload(c, "lib", scans.scan_pdf(SCAN), metadata={"doc_id": "scan"}, wait=True)
     assert r.status_code == 201, r.text
     job = c.get(f"/v1/jobs/{r.json()['id']}").json()
+    # Every page needs OCR: the job's first phase indexes nothing and answers at once; the OCR
+    # that follows indexes the document (wait=true waited for it).
+    assert (job["result"]["status"], job["result"]["ocr_pending_pages"]) == ("ocr_pending", [1, 2])
+    assert (job["ocr"], job["ocr_result"]["status"], job["ocr_result"]["pages_ocr"]) == ("done", "indexed", 2)
     assert (job["ocr_pages_done"], job["ocr_pages_total"]) == (2, 2)
-    assert (job["pages_done"], job["pages_total"]) == (2, 2)
-    assert job["result"]["pages_ocr"] == 2
     hits = c.post("/v1/search", json={"query": "dredging", "libraries": ["lib"], "mode": "bm25"}).json()["hits"]
     assert hits[0]["page"] == 2 and hits[0]["text_source"] == "ocr"
 
@@ -42,7 +44,8 @@ def test_the_cli_says_how_many_pages_ocr_read(tmp_path: Path, capsys: Any) -> No
     pdf.write_bytes(scans.scan_pdf(SCAN))
     assert main(["--data-dir", str(tmp_path / "data"), "ingest", str(pdf), "--library", "lib", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "indexed scan v1: 2 pages, 2 read by OCR" in out
+    assert "scan: every page needs OCR; all 2 follow" in out
+    assert "OCR done: scan v1: 2 pages, 2 read by OCR" in out
 
 
 def _mixed_pdf() -> bytes:

@@ -86,6 +86,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 print(f"{path}: indexed {r.doc_id} v{r.version}: {r.pages_indexed} pages{ocr}, "
                       f"{r.chunks} passages{dropped}{pending} ({r.seconds:.1f}s)")
                 return int(r.pages_indexed)
+            if r.status == "ocr_pending":
+                print(f"{path}: {r.doc_id}: every page needs OCR; all {len(r.ocr_pending_pages)} follow")
+                return 0
             if r.status == "unchanged":
                 print(f"{path}: unchanged ({r.doc_id} v{r.version}){pending}")
             else:
@@ -182,8 +185,8 @@ def _wait_for_ocr(owed: list[tuple[Path, Any, Any]], bar: _OcrBar) -> tuple[int,
             try:
                 r = fut.result()
             except RagspineError as exc:
-                print(f"{path}: OCR failed: {exc.detail} (v{first.version} stays searchable; "
-                      "'ragspine ocr --resume' retries)")
+                kept = f"v{first.version} stays searchable; " if first.version else ""
+                print(f"{path}: OCR failed: {exc.detail} ({kept}'ragspine ocr --resume' retries)")
                 failed += 1
                 continue
             if r is None:
@@ -219,13 +222,12 @@ def cmd_ocr(args: argparse.Namespace) -> int:
         owed: list[tuple[Path, Any, Any]] = []
         for name in names:
             engine.library(name)
-            for d in engine.documents(name):
-                if d["ocr"] in ("pending", "failed"):
-                    fut = engine.finish_ocr_later(name, d["doc_id"],
-                                                  progress=bar.update_doc(d["doc_id"], len(d["ocr_pending_pages"])))
-                    first = argparse.Namespace(version=d["version"], pages_indexed=d["pages_indexed"],
-                                               ocr_pending_pages=d["ocr_pending_pages"])
-                    owed.append((Path(f"{name}/{d['doc_id']}"), first, fut))
+            for d in engine.indexer.deferred.owed_entries(name):
+                pages = list(d.get("ocr_pending_pages") or [])
+                fut = engine.finish_ocr_later(name, d["doc_id"], progress=bar.update_doc(d["doc_id"], len(pages)))
+                first = argparse.Namespace(version=d.get("active_version"), pages_indexed=d.get("pages_indexed") or 0,
+                                           ocr_pending_pages=pages)
+                owed.append((Path(f"{name}/{d['doc_id']}"), first, fut))
         if not owed:
             print("no OCR owed" + (f" in library '{args.library}'" if args.library else ""))
             return 0

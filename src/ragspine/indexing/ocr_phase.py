@@ -31,6 +31,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -111,7 +112,7 @@ class DeferredOcr:
         newer version superseded it). A failure leaves the phase-1 version live and the entry
         ``failed``, and raises."""
         entry = self.ix.libraries.doc_entry(library, doc_id)
-        if not entry or not entry.get("active_version") or entry.get("ocr") not in OPEN_STATES:
+        if not entry or entry.get("ocr") not in OPEN_STATES:
             return None
         key = str(entry.get("content_key"))
         got = self.ix.pending.get(library, key)
@@ -133,16 +134,37 @@ class DeferredOcr:
         return res
 
     def owed(self, library: str) -> list[str]:
-        """Documents of ``library`` whose OCR is pending or failed."""
-        return [e["doc_id"] for e in self.ix.libraries.doc_entries(library)
-                if e.get("active_version") and e.get("ocr") in OPEN_STATES]
+        """Documents of ``library`` whose OCR is pending or failed (live or not yet)."""
+        return [e["doc_id"] for e in self.owed_entries(library)]
+
+    def owed_entries(self, library: str) -> list[dict[str, Any]]:
+        return [e for e in self.ix.libraries.doc_entries(library) if e.get("ocr") in OPEN_STATES]
+
+    def owe_whole(self, library: str, doc_id: str, key: str, data: bytes, meta: Any, filename: str | None,
+                  pages: list[int], t0: float) -> Any:
+        """Every page of a document needs OCR: keep its bytes and record the owed OCR in its
+        entry (no version is written; an earlier version of the document stays live until
+        phase 2 commits), and answer ``ocr_pending`` at once."""
+        from ragspine.indexing.pipeline import IngestResult
+
+        self.ix.pending.put(library, key, data, meta.model_dump(mode="json"), filename)
+        with self.ix.libraries.writing(library), self.ix.libraries.doc_lock(library, doc_id), \
+                self.ix.libraries.lock(library):
+            prev = self.ix.libraries.doc_entry(library, doc_id)
+            self.ix.libraries.check_lease(library)
+            self.ix.libraries.put_doc_entry(library, {
+                **(prev or {"doc_id": doc_id}), "content_key": key, "ocr": "pending",
+                "ocr_pending_pages": list(pages), "filename": filename,
+            })
+        return IngestResult(library, doc_id, "ocr_pending", (prev or {}).get("active_version"), len(pages),
+                            seconds=time.perf_counter() - t0, ocr="pending", ocr_pending_pages=list(pages))
 
     def interrupted(self, library: str) -> int:
         """Mark ``pending`` OCR of a library ``failed``: called once per process before its first
         use, when no phase 2 of this process can be running; how many were marked."""
         n = 0
         for e in self.ix.libraries.doc_entries(library):
-            if e.get("active_version") and e.get("ocr") == "pending":
+            if e.get("ocr") == "pending":
                 n += self._state(library, e["doc_id"], str(e.get("content_key")), "failed")
         return n
 
@@ -152,8 +174,7 @@ class DeferredOcr:
             e = self.ix.libraries.doc_entry(library, doc_id)
             if not e or e.get("content_key") != key or e.get("ocr") == state:
                 return False
-            return self.ix.libraries.update_doc_entry(
-                library, {**e, "ocr": state}, {"content_key": key, "active_version": e.get("active_version")})
+            return self.ix.libraries.update_doc_entry(library, {**e, "ocr": state}, {"content_key": key})
 
 
 class OcrQueue:

@@ -60,7 +60,9 @@ class _Precomputed:
 class IngestResult:
     library: str
     doc_id: str | None
-    status: Literal["indexed", "unchanged", "dropped_by_policy"]
+    #: ``ocr_pending``: every page needs OCR, so nothing could go live in a first phase; the
+    #: second (:meth:`Indexer.finish_ocr`) indexes the document.
+    status: Literal["indexed", "unchanged", "dropped_by_policy", "ocr_pending"]
     version: int | None = None
     pages_total: int = 0
     pages_indexed: int = 0
@@ -208,8 +210,10 @@ class Indexer:
             if defer_ocr and ocr_lines is None and page_vectors is None:
                 plan = self.ocr.plan(parsed)
                 deferred = sorted(n for n, (_stamps, content) in plan.items() if content)
-                if len(deferred) == len(parsed.pages):
-                    deferred = []  # nothing could go live first: one phase
+                if deferred and len(deferred) == len(parsed.pages):
+                    # Nothing could go live first: the document is owed whole to phase 2, and this
+                    # call returns at once (no OCR on the caller's thread).
+                    return self.deferred.owe_whole(library, doc_id, key, data, meta, filename, deferred, t0)
             held = self._hold_unread(deferred)
             # Before the policy: a stamp that exists only in pixels must be read to be obeyed.
             if ocr_lines is not None:

@@ -750,6 +750,8 @@
     const lines = [];
     if (r.status === "dropped_by_policy") {
       lines.push(el("p", { class: "ok", text: "The document is RESTRICTED: nothing was indexed." }));
+    } else if (r.status === "ocr_pending") {
+      lines.push(el("p", { class: "ok", text: `Every page of “${r.doc_id}” needs OCR: nothing is searchable until it is read.` }));
     } else if (r.status === "unchanged") {
       lines.push(el("p", { class: "ok", text: `“${r.doc_id}” is already indexed with the same content: nothing changed.` }));
     } else {
