@@ -126,7 +126,7 @@ def test_upload_202_then_poll_job_until_succeeded(client: TestClient) -> None:
 
 def test_upload_wait_true_answers_201_with_the_finished_job(client: TestClient) -> None:
     client.post("/v1/libraries", json={"name": "liba"})
-    r = upload(client, "liba", pdfs.make_pdf(["alpha page", "beta page"]), filename="x.pdf", wait=True)
+    r = upload(client, "liba", pdfs.make_pdf(["alpha page text", "beta page text"]), filename="x.pdf", wait=True)
     assert r.status_code == 201
     job = r.json()
     assert job["state"] == "succeeded" and job["pages_done"] == job["pages_total"] == 2

@@ -296,6 +296,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
                 job.ocr_result = res.to_json() if res is not None else None
                 if res is not None:
                     metrics.ingested(max(0, res.pages_indexed - first_pages), 0)
+                    job.pages_total = job.pages_done = res.pages_indexed  # the new version, written
             metrics.ocr_finished.labels(job.ocr).inc()
             jobs.changed(job)
 
