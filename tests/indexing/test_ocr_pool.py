@@ -171,3 +171,19 @@ def test_a_script_without_a_main_guard_still_ingests_a_scan(tmp_path: Path) -> N
     assert r.returncode == 0, r.stderr[-2000:]
     assert "RESULT indexed 1 1" in r.stdout
     assert "OCR worker processes could not start" in r.stderr and "__main__" in r.stderr
+
+
+def test_new_pages_go_to_a_fresh_pool_once_the_workers_have_read_their_share(drive: Path) -> None:
+    # The memory bound: one worker, a fresh pool every 2 pages; every page is still read once.
+    pool = OcrProcesses(1, nice=0, factory=ocr_engines.file_driven, pages_per_worker=2)
+    try:
+        got = pool.read(_scan(5), [1, 2, 3, 4, 5], OPTS)
+        assert {n: [ln.text for ln in r.lines] for n, r in got.items()} == {
+            k + 1: [f"harbour {500 + 10 * k}x700"] for k in range(5)}
+        assert (pool.recycled, pool.restarts, pool.backlog) == (2, 0, 0)
+        pids = {p.name.split("-")[1] for p in drive.glob("started-*")}
+        assert len(pids) == 3  # pages 1-2 | 3-4 | 5: three worker processes in turn
+        with pytest.raises(ValueError, match="pages_per_worker must be at least 1"):
+            OcrProcesses(1, pages_per_worker=0)
+    finally:
+        pool.close()

@@ -47,6 +47,12 @@ Progress = Callable[[int, int], None]
 
 #: How many times the pages of one call are handed to a fresh pool after the old one broke.
 RETRIES = 1
+#: Pages a pool reads per worker before new pages go to a fresh pool (the old one finishes what
+#: it holds, then its workers exit). OpenVINO keeps buffers for every input shape it meets, so
+#: a worker's memory grows with the variety of what it reads: two workers reached ~2.9 GB each
+#: over MMLongBench's 48 PDFs. A fresh worker starts in ~2 s at ~0.4 GB. (Not the executor's
+#: own max_tasks_per_child: under CPython 3.11 it hung replacing a worker mid-run.)
+PAGES_PER_WORKER = 48
 
 #: Documents a worker keeps open (and their OCR caches): the ones being read right now.
 _OPEN_DOCS = 4
@@ -112,17 +118,24 @@ class OcrProcesses:
     on several threads submit to it at once."""
 
     def __init__(self, workers: int, *, nice: int = 10, backend: str = "auto",
-                 factory: EngineFactory = rapid_one_thread) -> None:
+                 factory: EngineFactory = rapid_one_thread, pages_per_worker: int = PAGES_PER_WORKER) -> None:
         if workers < 1:
             raise ValueError(f"an OCR pool needs at least one worker, got {workers}")
+        if pages_per_worker < 1:
+            raise ValueError(f"pages_per_worker must be at least 1, got {pages_per_worker}")
         self.workers = workers
         self.nice = nice
         self.backend = backend
         self.factory = factory
+        self.pages_per_worker = pages_per_worker
         self._pool: ProcessPoolExecutor | None = None
+        self._served = 0  # pages submitted to the current pool
+        self._retired: list[ProcessPoolExecutor] = []
         self._lock = threading.Lock()
         #: Pools replaced after a worker died (observable: metrics, tests).
         self.restarts = 0
+        #: Pools retired after their share of pages (the memory bound).
+        self.recycled = 0
         self._pending = 0  # pages submitted and not yet back, over all documents
         #: The workers could not start (the probe failed): callers read on their own thread.
         self.unavailable = False
@@ -137,7 +150,7 @@ class OcrProcesses:
         return self._pending
 
     def pids(self) -> list[int]:
-        """Process ids of the live workers (for tests and diagnostics)."""
+        """Process ids of the current pool's live workers (for tests and diagnostics)."""
         pool = self._pool
         procs = getattr(pool, "_processes", None) or {}
         return [p.pid for p in procs.values() if p.pid is not None]
@@ -146,6 +159,11 @@ class OcrProcesses:
         with self._lock:
             if self.unavailable:
                 raise PoolUnavailable("OCR worker processes could not start here")
+            if self._pool is not None and self._served >= self.pages_per_worker * self.workers:
+                old, self._pool, self._served = self._pool, None, 0
+                old.shutdown(wait=False)  # it finishes the pages it holds, then its workers exit
+                self._retired = [p for p in self._retired if getattr(p, "_processes", None)] + [old]
+                self.recycled += 1
             if self._pool is None:
                 pool = ProcessPoolExecutor(
                     max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
@@ -169,6 +187,7 @@ class OcrProcesses:
         with self._lock:
             if self._pool is broken:  # another document's call may have replaced it already
                 self._pool = None
+                self._served = 0
                 self.restarts += 1
         broken.shutdown(wait=False, cancel_futures=True)
 
@@ -180,13 +199,12 @@ class OcrProcesses:
         with _spooled(source) as path:
             left = list(numbers)
             for attempt in range(RETRIES + 1):
-                pool = self._get()
                 try:
-                    self._collect(pool, path, left, opts, part, out, progress, len(numbers))
+                    self._collect(path, left, opts, part, out, progress, len(numbers))
                     return out
-                except BrokenProcessPool:
+                except _Broken as broke:
                     left = [n for n in numbers if n not in out]
-                    self._replace(pool)
+                    self._replace(broke.pool)
                     if attempt < RETRIES:
                         logger.warning("an OCR worker process died; reading %d pages again on a new pool",
                                        len(left))
@@ -196,27 +214,35 @@ class OcrProcesses:
                 + " (out of memory, or a crash in a native library on these pages); "
                 "the rest of the document is unaffected")
 
-    def _collect(self, pool: ProcessPoolExecutor, path: str, numbers: Sequence[int], opts: Any, part: Part,
+    def _collect(self, path: str, numbers: Sequence[int], opts: Any, part: Part,
                  out: dict[int, PageOcr], progress: Progress | None, total: int) -> None:
         # At most workers + 1 pages of one call in the pool's queue at a time: the queue is
         # first come, first served, and a document's first phase (a few small band images) must
         # not wait behind every page of another document's second phase.
         window = self.workers + 1
         queue = list(numbers)
-        futs: dict[Future[PageOcr], int] = {}
+        futs: dict[Future[PageOcr], tuple[int, ProcessPoolExecutor]] = {}
         try:
             while queue or futs:
                 while queue and len(futs) < window:
-                    n = queue.pop(0)
-                    futs[pool.submit(_read_page, path, n, opts, part)] = n
+                    pool = self._get()  # a fresh pool once the current one has read its share
+                    try:
+                        fut = pool.submit(_read_page, path, queue[0], opts, part)
+                    except BrokenProcessPool:
+                        raise _Broken(pool) from None
+                    futs[fut] = (queue.pop(0), pool)
                     with self._lock:
                         self._pending += 1
+                        self._served += 1
                 done, _ = wait(set(futs), return_when=FIRST_COMPLETED)
                 for fut in done:
                     with self._lock:
                         self._pending -= 1
-                    n = futs.pop(fut)
-                    out[n] = fut.result()  # BrokenProcessPool when a worker died
+                    n, pool = futs.pop(fut)
+                    try:
+                        out[n] = fut.result()
+                    except BrokenProcessPool:  # a worker of that pool died
+                        raise _Broken(pool) from None
                     if progress is not None:
                         progress(len(out), total)
         finally:
@@ -227,9 +253,18 @@ class OcrProcesses:
 
     def close(self) -> None:
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pools, self._pool, self._retired = [self._pool, *self._retired], None, []
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Broken(Exception):
+    """A worker of ``pool`` died: the pool is unusable."""
+
+    def __init__(self, pool: ProcessPoolExecutor) -> None:
+        super().__init__("an OCR worker process died")
+        self.pool = pool
 
 
 @contextmanager
