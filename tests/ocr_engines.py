@@ -5,7 +5,8 @@ They read nothing: each answers one line whose text names the image's size, so a
 tell which page it came from. They are driven through files in the folder named by the
 ``OCR_TEST_DIR`` environment variable (inherited by the workers at spawn):
 
-* ``started-<pid>-<n>``: written when a worker starts reading an image;
+* ``started-<pid>-<n>-<w>``: written when a worker starts reading its n-th image, ``w`` pixels
+  wide;
 * ``hold``: while it exists, a worker that started reading waits (up to 60 s).
 """
 
@@ -32,7 +33,7 @@ class FileDrivenEngine:
     def recognize(self, image: np.ndarray) -> list[OcrLine]:
         folder = Path(os.environ[_DIR])
         self.calls += 1
-        (folder / f"started-{os.getpid()}-{self.calls}").touch()
+        (folder / f"started-{os.getpid()}-{self.calls}-{image.shape[1]}").touch()
         if self.die:
             os._exit(3)  # a worker that crashes on every page (a native library's segfault)
         deadline = time.monotonic() + 60

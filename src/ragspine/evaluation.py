@@ -234,7 +234,8 @@ def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool) -> tupl
     t0 = time.perf_counter()
     files = sorted((ds.root / "documents").glob("*.pdf"))
     to_file: dict[str, str] = {}
-    pages = indexed = ocr_pages = 0
+    pages = indexed = ocr_pages = stamp_pages = 0
+    stamp_s = 0.0
     failed: list[str] = []
     owed: list[tuple[str, Any, Any]] = []  # (file name, first-phase result, future of its OCR)
     bar = _bar(len(files), "ingest", progress)
@@ -250,6 +251,8 @@ def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool) -> tupl
         else:
             to_file[doc_id] = f.name
             pages += res.pages_total
+            stamp_pages += res.ocr_pages_read if res.ocr == "pending" else 0
+            stamp_s += res.ocr_seconds if res.ocr == "pending" else 0.0
             if res.ocr in ("pending", "failed"):
                 owed.append((f.name, res, engine.finish_ocr_later(library, doc_id)))
             else:
@@ -281,6 +284,9 @@ def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool) -> tupl
         "documents": len(files), "documents_failed": failed, "pages": pages, "pages_indexed": indexed,
         "pages_ocr": ocr_pages, "ocr": engine.settings.ocr,
         "first_phase_s": round(first_phase_s, 2), "first_phase_pages": first_pages,
+        # The stamp-sized images the first phases read (ragspine.indexing.ocr_phase), and the
+        # seconds they waited for them in all.
+        "first_phase_stamp_pages": stamp_pages, "first_phase_stamp_s": round(stamp_s, 2),
         "documents_ocr_deferred": len(owed),
     }
 

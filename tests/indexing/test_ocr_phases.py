@@ -115,6 +115,8 @@ def test_a_document_with_nothing_to_defer_is_ingested_in_one_phase(eng: Engine) 
 def test_a_stamp_in_a_band_image_drops_its_page_in_the_first_phase(eng: Engine) -> None:
     res = eng.ingest(LIB, _report(band_stamp=True), {"doc_id": "r"}, defer_ocr=True)
     assert (res.ocr, res.pages_dropped, res.pages_indexed) == ("pending", [1], 1)
+    # The first phase read one page's images: page 1's band stamp (page 3, the scan, waits).
+    assert res.ocr_pages_read == 1 and res.ocr_seconds > 0
     assert _pages(eng, "harbour traffic terminal") == []
     assert eng.indexer.finish_ocr(LIB, "r").pages_dropped == [1]  # type: ignore[union-attr]
     assert _pages(eng, "harbour traffic terminal") == []

@@ -23,13 +23,19 @@ from ragspine.ocr import OcrError
 OPTS = OcrOptions(mode="auto", dpi=72, min_text_chars=10, min_image_fraction=0.1, band=0.12)
 
 
-def _scan(n: int) -> bytes:
-    # Page k is (500 + 10 k) points wide: its 72-dpi render, and so the stand-in's text, says which.
+def _scan(n: int, first: int = 500) -> bytes:
+    # Page k is (first + 10 k) points wide: its 72-dpi render, and so the stand-in's text, says which.
     doc = pymupdf.open()
     for k in range(n):
-        page = doc.new_page(width=500 + 10 * k, height=700)
-        page.insert_image(page.rect, pixmap=scans.picture([Line("x", y=100)], (500 + 10 * k, 700), 36))
+        page = doc.new_page(width=first + 10 * k, height=700)
+        page.insert_image(page.rect, pixmap=scans.picture([Line("x", y=100)], (first + 10 * k, 700), 36))
     return doc.tobytes()
+
+
+def _reading_order(drive: Path) -> list[int]:
+    """Widths of the images one worker read, in the order it started them."""
+    marks = [p.name.split("-") for p in drive.glob("started-*")]  # started-<pid>-<n>-<w>
+    return [int(w) for _, _, _, w in sorted(marks, key=lambda m: int(m[2]))]
 
 
 def _wait_for(pred, seconds: float = 60.0) -> None:  # type: ignore[no-untyped-def]
@@ -85,7 +91,7 @@ def test_a_worker_killed_mid_page_is_replaced_and_its_pages_read_again(drive: Pa
     try:
         reader.start()
         _wait_for(lambda: len(list(drive.glob("started-*"))) == 2)  # both workers are mid-page
-        assert pool.backlog == 3  # the window: workers + 1 pages of one call in the queue
+        assert pool.backlog == 2  # one page per worker in the pool at a time
         victim = int(next(drive.glob("started-*")).name.split("-")[1])
         os.kill(victim, signal.SIGKILL)
         _wait_for(lambda: pool.restarts == 1)
@@ -95,6 +101,35 @@ def test_a_worker_killed_mid_page_is_replaced_and_its_pages_read_again(drive: Pa
         assert sorted(out) == [1, 2, 3, 4]
         assert [ln.text for ln in out[3].lines] == ["harbour 520x700"]
         assert victim not in pool.pids() and pool.backlog == 0
+    finally:
+        (drive / "hold").unlink(missing_ok=True)
+        pool.close()
+
+
+def test_a_waiting_caller_s_page_goes_to_the_workers_before_a_background_document_s(drive: Path) -> None:
+    from ragspine.indexing.ocr_pool import BACKGROUND, URGENT
+
+    pool = OcrProcesses(1, nice=0, factory=ocr_engines.file_driven)
+    (drive / "hold").touch()
+    out: dict = {}
+    background = threading.Thread(target=lambda: out.update(
+        background=pool.read(_scan(4), [1, 2, 3, 4], OPTS, priority=BACKGROUND)))
+    urgent = threading.Thread(target=lambda: out.update(
+        urgent=pool.read(_scan(1, first=700), [1], OPTS, priority=URGENT)))
+    try:
+        background.start()
+        _wait_for(lambda: len(list(drive.glob("started-*"))) == 1)  # page 1 is being read
+        urgent.start()
+        _wait_for(lambda: len(pool._slots._waiting) == 2)  # background page 2 and the urgent page wait
+        (drive / "hold").unlink()
+        background.join(60)
+        urgent.join(60)
+        # The background document's page 1 was already on the worker; the urgent page is next,
+        # then the rest of the background document, in its own order.
+        assert _reading_order(drive) == [500, 700, 510, 520, 530]
+        assert [ln.text for ln in out["urgent"][1].lines] == ["harbour 700x700"]
+        assert sorted(out["background"]) == [1, 2, 3, 4]
+        assert pool.backlog == 0 and pool._slots.free == 1
     finally:
         (drive / "hold").unlink(missing_ok=True)
         pool.close()

@@ -31,7 +31,7 @@ import pymupdf
 
 from ragspine.config import Settings
 from ragspine.indexing.pdf import PARAGRAPH_SEP, PageContent, ParsedPDF, TextBlock
-from ragspine.indexing.ocr_pool import OcrProcesses, PoolUnavailable
+from ragspine.indexing.ocr_pool import URGENT, OcrProcesses, PoolUnavailable
 from ragspine.ocr import OcrCache, PageOcr, Part, RapidOcrEngine, is_stamp_region, ocr_page, plan_page
 from ragspine.ocr.plan import page_rect_unrotated
 from ragspine.ocr.rapid import resolve_backend
@@ -131,12 +131,13 @@ class OcrStage:
                 if part == "all" or (stamps if part == "stamps" else content)]
 
     def apply(self, parsed: ParsedPDF, *, progress: Progress | None = None, part: Part = "all",
-              pages: Sequence[int] | None = None) -> OcrReport:
+              pages: Sequence[int] | None = None, priority: int = URGENT) -> OcrReport:
         """OCR the pages that need it (of ``pages``, if given; the regions of ``part``) and add
-        the lines to ``parsed.pages``; returns counts."""
+        the lines to ``parsed.pages``; returns counts. ``priority``: the worker pool's
+        (:data:`~ragspine.indexing.ocr_pool.URGENT` when a caller waits for it)."""
         t0 = time.perf_counter()
         numbers = self._numbers(parsed, part, pages)
-        results = self._run(parsed, numbers, progress, part) if numbers else {}
+        results = self._run(parsed, numbers, progress, part, priority) if numbers else {}
         report = merge_all(parsed, {n: [(ln.text, ln.box) for ln in r.lines] for n, r in results.items()})
         report.planned = len(numbers)
         report.seconds = time.perf_counter() - t0
@@ -160,12 +161,12 @@ class OcrStage:
         return {n: [(ln.text, ln.box) for ln in r.lines] for n, r in results.items()}
 
     def _run(self, parsed: ParsedPDF, numbers: Sequence[int], progress: Progress | None,
-             part: Part) -> dict[int, PageOcr]:
+             part: Part, priority: int = URGENT) -> dict[int, PageOcr]:
         if self.pool is not None and not self.pool.unavailable and parsed.source is not None:
             src = parsed.source if isinstance(parsed.source, (bytes, bytearray)) else str(parsed.source)
             try:
                 return self.pool.read(bytes(src) if isinstance(src, bytearray) else src, numbers, self.opts,
-                                      progress, part)
+                                      progress, part, priority)
             except PoolUnavailable:
                 pass  # logged once by the pool: read here instead
         out: dict[int, PageOcr] = {}

@@ -30,7 +30,7 @@ from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
 from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
 from ragspine.indexing.ocr_phase import OPEN_STATES, DeferredOcr, OcrState, PendingSources, Superseded
-from ragspine.indexing.ocr_pool import OcrProcesses, auto_workers
+from ragspine.indexing.ocr_pool import BACKGROUND, URGENT, OcrProcesses, auto_workers
 from ragspine.indexing.pdf import ParsedPDF, open_pdf
 from ragspine.indexing.render import RenderProcesses
 from ragspine.indexing.textpage import text_page
@@ -76,6 +76,10 @@ class IngestResult:
     #: first phase that held ``ocr_pending_pages`` back until their OCR is read.
     ocr: OcrState = "none"
     ocr_pending_pages: list[int] = field(default_factory=list)
+    #: Pages this call read regions of with OCR (a first phase: the stamp-sized images only),
+    #: and the seconds it waited for them.
+    ocr_pages_read: int = 0
+    ocr_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -220,11 +224,13 @@ class Indexer:
                 ocr = merge_all(parsed, dict(ocr_lines))
             elif deferred:
                 # Phase 1: the stamp-sized band images of the pages that go live now.
-                ocr = self.ocr.apply(parsed, progress=ocr_progress, part="stamps",
+                ocr = self.ocr.apply(parsed, progress=ocr_progress, part="stamps", priority=URGENT,
                                      pages=[p.number for p in parsed.pages if p.number not in set(held)])
                 self.pending.put(library, key, data, meta.model_dump(mode="json"), filename)
             else:
-                ocr = self.ocr.apply(parsed, progress=ocr_progress)
+                # A second phase (expect_key) yields the workers to every caller that waits.
+                ocr = self.ocr.apply(parsed, progress=ocr_progress,
+                                     priority=URGENT if expect_key is None else BACKGROUND)
             try:
                 result = self._ingest_parsed(library, parsed, meta, pdf_sha, doc_id, filename, progress, t0,
                                              page_vectors=page_vectors, ocr=ocr, restricted_pages=restricted_pages,
@@ -233,6 +239,7 @@ class Indexer:
                 if deferred and not (prev and prev.get("content_key") == key):
                     self.pending.remove(library, key)
                 raise
+            result.ocr_pages_read, result.ocr_seconds = ocr.planned, round(ocr.seconds, 3)
             if prev and prev.get("ocr") in OPEN_STATES and prev.get("content_key") != key:
                 self.pending.remove(library, str(prev.get("content_key")))  # owed by a version now replaced
             if not deferred:
