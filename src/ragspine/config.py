@@ -112,6 +112,11 @@ class Settings(BaseSettings):
     #: onnxruntime), ``openvino`` or ``onnxruntime``. Recognition of one dense A4 scan: 7.9 s
     #: on onnxruntime, 2.7 s on OpenVINO (one thread; bench/ocr_engine.py).
     ocr_backend: Literal["auto", "openvino", "onnxruntime"] = "auto"
+    #: Where the OCR models run: ``cpu``, ``cuda`` (onnxruntime-gpu's CUDA provider: one engine
+    #: in the ingesting process, no worker pool; Ray OCR tasks ask for RAGSPINE_RAY_OCR_GPUS)
+    #: or ``auto``, which is ``cpu`` until OCR on a GPU has been measured against the CPU pool
+    #: (ragspine.ocr.rapid.resolve_device).
+    ocr_device: Literal["auto", "cpu", "cuda"] = "auto"
 
     #: Target passage length in characters, and the overlap between neighbouring passages.
     chunk_chars: int = Field(default=480, gt=0)
@@ -290,6 +295,8 @@ class Settings(BaseSettings):
     #: CPUs each OCR task of a Ray Data bulk ingest asks for (one document a task; its engine
     #: runs one inference thread per CPU). The KubeRay manifest's CPU worker group runs them.
     ray_ocr_cpus: float = Field(default=1.0, ge=1.0, le=64)
+    #: GPUs each OCR task asks for when RAGSPINE_OCR_DEVICE is cuda (a fraction: tasks share one).
+    ray_ocr_gpus: float = Field(default=0.25, gt=0, le=8)
 
     @field_validator("exact_device")
     @classmethod

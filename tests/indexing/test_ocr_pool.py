@@ -135,6 +135,21 @@ def test_a_waiting_caller_s_page_goes_to_the_workers_before_a_background_documen
         pool.close()
 
 
+def test_ocr_on_cuda_is_checked_when_the_engine_starts_not_at_the_first_scan(tmp_path: Path) -> None:
+    from ragspine.engine import Engine
+    from ragspine.ocr import OcrUnavailableError
+
+    with pytest.raises(OcrUnavailableError, match="pip install onnxruntime-gpu"):
+        Engine(Settings(data_dir=tmp_path, ocr_device="cuda", ocr_workers=2))
+    # OCR off needs no GPU, whatever the device says; on the CPU there is a pool of workers.
+    Engine(Settings(data_dir=tmp_path, ocr="off", ocr_device="cuda")).close()
+    eng = Engine(Settings(data_dir=tmp_path, ocr_device="auto", ocr_workers=2))
+    try:
+        assert eng.indexer.ocr_pool is not None and eng.indexer.ocr_pool.workers == 2
+    finally:
+        eng.close()
+
+
 def test_workers_that_die_on_every_page_fail_the_call_with_the_pages_named(drive: Path) -> None:
     pool = OcrProcesses(2, nice=0, factory=ocr_engines.dying)
     try:

@@ -87,6 +87,33 @@ def test_backend_auto_is_openvino_when_it_imports_and_onnxruntime_otherwise(
         RapidOcrEngine(backend="tpu")  # type: ignore[arg-type]
 
 
+def test_device_auto_is_the_cpu_and_cuda_without_its_provider_names_the_wheel() -> None:
+    import onnxruntime
+
+    # This machine's onnxruntime is the CPU wheel (no CUDA provider): worked out from the
+    # package itself, not from ragspine.
+    assert "CUDAExecutionProvider" not in onnxruntime.get_available_providers()
+    assert RapidOcrEngine(device="auto").device == "cpu"
+    with pytest.raises(OcrUnavailableError, match=r"RAGSPINE_OCR_DEVICE=cuda.*pip uninstall onnxruntime\).*"
+                                                   r"pip install onnxruntime-gpu"):
+        RapidOcrEngine(device="cuda")
+    with pytest.raises(OcrInputError, match="OCR device must be one of auto, cpu, cuda, got 'npu'"):
+        RapidOcrEngine(device="npu")  # type: ignore[arg-type]
+
+
+@pytest.mark.gpu
+def test_real_ocr_on_cuda_reads_what_the_cpu_reads() -> None:
+    scan = rasterised(report_page(), dpi=200)[0]
+    kw: dict[str, Any] = {"mode": "auto", "dpi": 150, "min_text_chars": 20, "min_image_fraction": 0.1}
+    gpu = RapidOcrEngine(device="cuda")
+    assert (gpu.device, gpu.backend) == ("cuda", "onnxruntime") and gpu.name.endswith(":cuda")
+    on_gpu = ocr_page(scan, gpu, cache=OcrCache(), **kw)
+    on_cpu = ocr_page(scan, RapidOcrEngine(backend="onnxruntime"), cache=OcrCache(), **kw)
+    assert [ln.text for ln in on_gpu.lines] == [ln.text for ln in on_cpu.lines]
+    for g, c in zip(on_gpu.lines, on_cpu.lines):
+        assert_box_near(g.box, c.box, 1.0)
+
+
 class FakeRapid:
     """Stands in for rapidocr_onnxruntime.RapidOCR 1.4: detection through ``__call__`` with
     ``use_rec=False`` (a list of quads, or None), ``get_crop_img_list`` (axis-aligned crops

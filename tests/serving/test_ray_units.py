@@ -284,3 +284,11 @@ def test_a_fixed_ingress_count_replaces_the_autoscaling_settings_derive() -> Non
     auto = {"min_replicas": 2, "max_replicas": 8, "target_ongoing_requests": 16}
     d = ray_app._options(ray_app.Ingress, "Ingress", {"Ingress": {"num_replicas": 2}}, {"Ingress": {"autoscaling_config": auto}})
     assert d._deployment_config.autoscaling_config.max_replicas == 8
+
+
+def test_ocr_tasks_ask_for_cpus_and_a_share_of_a_gpu_only_on_cuda() -> None:
+    from ragspine.serving.ray_ingest import ocr_task_resources
+
+    assert ocr_task_resources(Settings(ray_ocr_cpus=2)) == {"num_cpus": 2.0}
+    assert ocr_task_resources(Settings(ocr_device="auto")) == {"num_cpus": 1.0}  # auto is the CPU
+    assert ocr_task_resources(Settings(ocr_device="cuda", ray_ocr_gpus=0.5)) == {"num_cpus": 1.0, "num_gpus": 0.5}

@@ -34,7 +34,6 @@ from ragspine.indexing.pdf import PARAGRAPH_SEP, PageContent, ParsedPDF, TextBlo
 from ragspine.indexing.ocr_pool import URGENT, OcrProcesses, PoolUnavailable
 from ragspine.ocr import OcrCache, PageOcr, Part, RapidOcrEngine, is_stamp_region, ocr_page, plan_page
 from ragspine.ocr.plan import page_rect_unrotated
-from ragspine.ocr.rapid import resolve_backend
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +50,12 @@ class OcrOptions:
     min_image_fraction: float
     band: float  # the policy's marker band: stamps there are read in auto mode
     backend: str = "auto"  # RAGSPINE_OCR_BACKEND; not in key(): the text read is the same
+    device: str = "auto"  # RAGSPINE_OCR_DEVICE; not in key(), likewise
 
     @classmethod
     def from_settings(cls, s: Settings) -> "OcrOptions":
         return cls(s.ocr, s.ocr_dpi, s.ocr_min_text_chars, s.ocr_min_image_fraction, s.marker_band,
-                   s.ocr_backend)
+                   s.ocr_backend, s.ocr_device)
 
     def key(self) -> list[Any]:
         """What changes the text a document is indexed with (part of its content key)."""
@@ -81,17 +81,19 @@ _ENGINE: RapidOcrEngine | None = None
 _ENGINE_LOCK = threading.Lock()
 
 
-def _engine(backend: str = "auto", threads: int | None = None) -> RapidOcrEngine:
+def _engine(backend: str = "auto", threads: int | None = None, device: str = "cpu") -> RapidOcrEngine:
     global _ENGINE
     with _ENGINE_LOCK:
-        if _ENGINE is None or _ENGINE.backend != resolve_backend(backend) or _ENGINE.threads != threads:
-            _ENGINE = RapidOcrEngine(backend=backend, threads=threads)  # type: ignore[arg-type]
+        want = RapidOcrEngine(backend=backend, threads=threads, device=device)  # type: ignore[arg-type]
+        if _ENGINE is None or (_ENGINE.name, _ENGINE.threads) != (want.name, want.threads):
+            _ENGINE = want  # nothing is loaded before its first page
         return _ENGINE
 
 
 def _read(page: pymupdf.Page, opts: OcrOptions, cache: OcrCache, part: Part = "all",
           threads: int | None = None) -> PageOcr:
-    return ocr_page(page, _engine(opts.backend, threads), mode=opts.mode, dpi=opts.dpi,  # type: ignore[arg-type]
+    engine = _engine(opts.backend, threads, opts.device)
+    return ocr_page(page, engine, mode=opts.mode, dpi=opts.dpi,  # type: ignore[arg-type]
                     min_text_chars=opts.min_text_chars, min_image_fraction=opts.min_image_fraction,
                     band=opts.band, cache=cache, part=part)
 

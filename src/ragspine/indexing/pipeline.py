@@ -38,6 +38,7 @@ from ragspine.indexing.thumbnails import Thumbnails
 from ragspine.indexing.versions import Versions
 from ragspine.indexing.writer import write_version
 from ragspine.models.modelset import ModelSet
+from ragspine.ocr.rapid import resolve_device
 from ragspine.policy import PagePolicy, is_restricted, normalize_sensitivity
 from ragspine.scoring import BM25Params
 from ragspine.store.base import Store, Where, bool_mirror
@@ -106,10 +107,12 @@ class Indexer:
         #: Worker processes that render pages for a page model (RAGSPINE_RENDER_WORKERS).
         self.renders = RenderProcesses(settings.render_workers)
         #: Worker processes that OCR pages (RAGSPINE_OCR_WORKERS), started at the first page
-        #: that needs reading; None with one worker (OCR on the ingesting thread) or OCR off.
+        #: that needs reading; None with one worker (OCR on the ingesting thread), OCR off, or
+        #: OCR on a GPU (one engine here: RAGSPINE_OCR_DEVICE=cuda, checked now, not at a page).
         workers = auto_workers(settings.ocr_workers)
+        on_gpu = settings.ocr != "off" and resolve_device(settings.ocr_device) == "cuda"
         self.ocr_pool = (OcrProcesses(workers, nice=settings.ocr_worker_nice, backend=settings.ocr_backend)
-                         if workers > 1 and settings.ocr != "off" else None)
+                         if workers > 1 and settings.ocr != "off" and not on_gpu else None)
         #: OCR of pages whose text is only in pixels, before the policy (RAGSPINE_OCR).
         self.ocr = OcrStage(settings, self.ocr_pool)
         #: PDFs waiting for the second phase of a deferred OCR (ragspine.indexing.ocr_phase).

@@ -75,6 +75,16 @@ class PrecomputedPageEncoder:
 # -- Ray Data stages (run in Ray workers) ---------------------------------------------------------
 
 
+def ocr_task_resources(settings: Settings) -> dict[str, float]:
+    """What each OCR task asks Ray for: ``RAGSPINE_RAY_OCR_CPUS``, and a share of a GPU
+    (``RAGSPINE_RAY_OCR_GPUS``) when ``RAGSPINE_OCR_DEVICE`` is cuda. Not resolved here (the
+    driver may have no GPU): the task's engine checks CUDA where it runs."""
+    out = {"num_cpus": float(settings.ray_ocr_cpus)}
+    if settings.ocr_device == "cuda":
+        out["num_gpus"] = float(settings.ray_ocr_gpus)
+    return out
+
+
 def read_pixels(row: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """map task, the OCR stage (its own CPUs: ``RAGSPINE_RAY_OCR_CPUS``): one document's OCR
     lines (page number -> lines), read with an engine of as many threads as the task has CPUs.
@@ -381,7 +391,7 @@ def _run_pipeline(
     ds = (
         ray.data.from_items(items, override_num_blocks=len(items))  # one block per document
         # OCR is a stage of its own, with its own CPUs (CPU tasks; a scan costs seconds a page).
-        .map(read_pixels, fn_kwargs={"overrides": overrides}, num_cpus=settings.ray_ocr_cpus)
+        .map(read_pixels, fn_kwargs={"overrides": overrides}, **ocr_task_resources(settings))
         .flat_map(render_pages, fn_kwargs={"overrides": overrides}, num_cpus=1)
         .map_batches(EncodePages, fn_constructor_args=(overrides,), batch_size=batch_size,
                      concurrency=encoders, num_cpus=encoder_cpus, batch_format="numpy", **gpus)
