@@ -26,22 +26,18 @@ Everything is indexed into a fresh temporary data dir that is deleted afterwards
 the user's libraries are never touched; with a Qdrant server configured
 (``RAGSPINE_QDRANT_URL``) a uniquely named library is created on it and dropped afterwards.
 Pass ``keep_dir`` to keep the index (embedded store only).
+
+The datasets on disk are read by :mod:`ragspine.evaluation.datasets`, indexed by
+:mod:`ragspine.evaluation.corpus`; the queries and metrics are here.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
-import shutil
-import tempfile
 import time
 import unicodedata
-import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,15 +45,20 @@ from pydantic import ValidationError
 
 from ragspine.chain import QueryChain
 from ragspine.config import Settings
-from ragspine.errors import DocumentError, InvalidRequestError, MissingExtraError, RagspineError
+from ragspine.errors import InvalidRequestError, MissingExtraError
+from ragspine.evaluation.corpus import _bar, _ingest_beir, _ingest_pdfs, _workspace
+from ragspine.evaluation.datasets import Dataset, detect_layout, load_dataset, load_qrels, qrels_file
 from ragspine.retrieval.search import MODES, SearchRequest
 from ragspine.scoring.tokenizer import tokenize
 
 logger = logging.getLogger(__name__)
 
+__all__ = [
+    "METRICS", "QUERY_TIME_SETTINGS", "ChainFlags", "Dataset", "clean_query", "detect_layout", "evaluate",
+    "evaluate_variants", "load_dataset", "load_qrels", "qrels_file",
+]
+
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
-_DOC_ID_BAD = re.compile(r"[^A-Za-z0-9._-]")
-_DOC_ID_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -75,275 +76,6 @@ class ChainFlags:
 
     def to_json(self) -> dict[str, Any]:
         return {"rewrite": self.rewrite, "corrective": self.corrective, "postprocess": list(self.postprocess)}
-
-
-@dataclass
-class Dataset:
-    name: str
-    layout: str  # "beir" or "pdf"
-    root: Path
-    split: str
-    queries: dict[str, str]  # in file order
-    qrels: dict[str, dict[str, int]]  # relevant judgments only (score > 0)
-    #: Query -> the evidence types its answer cites (``metadata.evidence_sources``: Chart,
-    #: Figure, Table, ...), where the dataset says so.
-    evidence: dict[str, list[str]] = field(default_factory=dict)
-
-
-# -- loading -----------------------------------------------------------------------------------
-
-
-def detect_layout(root: Path) -> str:
-    if (root / "documents").is_dir() and any((root / "documents").glob("*.pdf")):
-        return "pdf"
-    if (root / "corpus.jsonl").is_file():
-        return "beir"
-    raise InvalidRequestError(
-        f"{root} is not an evaluation dataset: expected corpus.jsonl (BEIR text layout) or "
-        "documents/*.pdf (page-level PDF layout), with queries.jsonl and qrels/<split>.tsv"
-    )
-
-
-def qrels_file(root: Path, split: str) -> tuple[Path, str]:
-    path = root / "qrels" / f"{split}.tsv"
-    if path.is_file():
-        return path, split
-    have = sorted((root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
-    if len(have) == 1:
-        logger.warning("no qrels/%s.tsv in %s; using the only split there, %s", split, root, have[0].stem)
-        return have[0], have[0].stem
-    names = ", ".join(p.stem for p in have) or "none"
-    raise InvalidRequestError(f"no qrels/{split}.tsv in {root} (splits there: {names})")
-
-
-def load_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """``query-id → {corpus-id: grade}`` for every judgment with a grade above 0."""
-    out: dict[str, dict[str, int]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            parts = line.rstrip("\r\n").split("\t")
-            if not line.strip():
-                continue
-            if n == 1 and parts[0].strip().lower() in ("query-id", "query_id", "qid"):
-                continue  # header
-            if len(parts) < 3:
-                raise InvalidRequestError(f"{path}:{n}: expected 'query-id<TAB>corpus-id<TAB>score'")
-            qid, cid, score = parts[0].strip(), parts[1].strip(), parts[2].strip()
-            try:
-                grade = int(float(score))
-            except ValueError:
-                raise InvalidRequestError(f"{path}:{n}: score {score!r} is not a number") from None
-            if grade > 0:
-                out.setdefault(qid, {})[cid] = grade
-    return out
-
-
-def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InvalidRequestError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-
-
-def load_dataset(root: Path, split: str = "dev") -> Dataset:
-    root = Path(root)
-    if not root.is_dir():
-        raise InvalidRequestError(f"no such dataset folder: {root}")
-    layout = detect_layout(root)
-    if not (root / "queries.jsonl").is_file():
-        raise InvalidRequestError(f"{root} has no queries.jsonl")
-    path, used = qrels_file(root, split)
-    rows = list(_jsonl(root / "queries.jsonl"))
-    queries = {str(q["_id"]): str(q.get("text", "")) for q in rows}
-    evidence = {str(q["_id"]): [str(t) for t in (q.get("metadata") or {}).get("evidence_sources") or []]
-                for q in rows if isinstance(q.get("metadata"), dict)}
-    qrels = load_qrels(path)
-    unknown = [q for q in qrels if q not in queries]
-    if unknown:
-        raise InvalidRequestError(
-            f"{path} judges {len(unknown)} queries missing from queries.jsonl (e.g. {unknown[0]!r})"
-        )
-    return Dataset(root.name, layout, root, used, queries, qrels, {q: t for q, t in evidence.items() if t})
-
-
-# -- indexing ----------------------------------------------------------------------------------
-
-
-def _safe_doc_id(wanted: str, taken: set[str]) -> str:
-    """``wanted`` if it is a valid, unused doc id, else a slug of it made unique."""
-    if _DOC_ID_OK.match(wanted) and ".." not in wanted and wanted not in taken:
-        return wanted
-    slug = _DOC_ID_BAD.sub("-", wanted).replace("..", "-").strip("-._")[:100] or "doc"
-    if not slug[0].isalnum():
-        slug = "d" + slug
-    cand, n = slug, 1
-    while cand in taken:
-        n += 1
-        cand = f"{slug}-{n}"
-    return cand
-
-
-def _bar(total: int, desc: str, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="doc" if desc == "ingest" else "q", leave=False)
-
-
-def _ingest_beir(
-    engine: Any, library: str, ds: Dataset, with_title: bool, progress: bool
-) -> tuple[dict[str, str], dict[str, Any]]:
-    """Index the corpus; returns ``doc_id → corpus id`` and counts."""
-    docs = list(_jsonl(ds.root / "corpus.jsonl"))
-    to_corpus: dict[str, str] = {}
-    taken: set[str] = set()
-    empty = dropped = 0
-    bar = _bar(len(docs), "ingest", progress)
-    for d in docs:
-        cid = str(d["_id"])
-        title = str(d.get("title") or "").strip()
-        body = str(d.get("text") or "")
-        text = f"{title}\n\n{body}" if with_title and title else body
-        doc_id = _safe_doc_id(cid, taken)
-        taken.add(doc_id)
-        if not text.strip():
-            empty += 1
-        else:
-            res = engine.ingest_text(library, doc_id, text, title=title or None)
-            if res.status == "dropped_by_policy":
-                dropped += 1
-            else:
-                to_corpus[doc_id] = cid
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
-    return to_corpus, {"documents": len(docs), "documents_empty": empty, "documents_dropped": dropped}
-
-
-def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool) -> tuple[dict[str, str], dict[str, Any]]:
-    """Ingest every PDF in two phases, as a user's upload is (ragspine.indexing.ocr_phase): the
-    pages that need no content OCR first, the OCR of the rest in the background while the next
-    files are read. Returns ``doc_id → pdf file name`` and counts, with the time until every
-    first phase was live (``first_phase_s``) and until every OCR was done (``ingest_s``)."""
-    t0 = time.perf_counter()
-    files = sorted((ds.root / "documents").glob("*.pdf"))
-    to_file: dict[str, str] = {}
-    pages = indexed = ocr_pages = stamp_pages = 0
-    stamp_s = 0.0
-    failed: list[str] = []
-    owed: list[tuple[str, Any, Any]] = []  # (file name, first-phase result, future of its OCR)
-    bar = _bar(len(files), "ingest", progress)
-    taken: set[str] = set()
-    for f in files:
-        doc_id = _safe_doc_id(f.stem, taken)
-        taken.add(doc_id)
-        try:
-            res = engine.ingest(library, f, {"doc_id": doc_id}, defer_ocr=True)
-        except DocumentError as exc:
-            logger.warning("%s was not indexed: %s", f.name, exc.detail)
-            failed.append(f.name)
-        else:
-            to_file[doc_id] = f.name
-            pages += res.pages_total
-            stamp_pages += res.ocr_pages_read if res.ocr == "pending" else 0
-            stamp_s += res.ocr_seconds if res.ocr == "pending" else 0.0
-            if res.ocr in ("pending", "failed"):
-                owed.append((f.name, res, engine.finish_ocr_later(library, doc_id)))
-            else:
-                indexed += res.pages_indexed
-                ocr_pages += res.pages_ocr
-        if bar is not None:
-            bar.set_postfix(pages=pages, ocr_owed=len(owed), refresh=False)
-            bar.update()
-    if bar is not None:
-        bar.close()
-    first_phase_s = time.perf_counter() - t0
-    first_pages = indexed + sum(r.pages_indexed for _, r, _ in owed)
-    bar = _bar(len(owed), "ocr", progress)
-    for name, first, fut in owed:
-        try:
-            res = fut.result()
-        except RagspineError as exc:
-            logger.warning("the OCR of %s failed: %s", name, exc.detail)
-            failed.append(name)
-            res = None
-        res = res or first
-        indexed += res.pages_indexed
-        ocr_pages += res.pages_ocr
-        if bar is not None:
-            bar.update()
-    if bar is not None:
-        bar.close()
-    return to_file, {
-        "documents": len(files), "documents_failed": failed, "pages": pages, "pages_indexed": indexed,
-        "pages_ocr": ocr_pages, "ocr": engine.settings.ocr,
-        "first_phase_s": round(first_phase_s, 2), "first_phase_pages": first_pages,
-        # The stamp-sized images the first phases read (ragspine.indexing.ocr_phase), and the
-        # seconds they waited for them in all.
-        "first_phase_stamp_pages": stamp_pages, "first_phase_stamp_s": round(stamp_s, 2),
-        "documents_ocr_deferred": len(owed),
-    }
-
-
-#: A throwaway index needs no durability: when ``TMPDIR`` is not set and ``/dev/shm`` has this
-#: much room, the index is built there. Every document commit flushes the store, and on a
-#: disk that costs ~135 ms of fsync per document (TAT-QA: 35 s on disk, 5 s in RAM).
-_SHM_MIN_FREE = 4 << 30
-
-
-def _scratch_root() -> str | None:
-    if os.environ.get("TMPDIR"):
-        return None
-    shm = Path("/dev/shm")
-    try:
-        if shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free >= _SHM_MIN_FREE:
-            return str(shm)
-    except OSError:
-        pass
-    return None
-
-
-@contextmanager
-def _workspace(settings: Settings, name: str, keep_dir: Path | None) -> Iterator[tuple[Any, str]]:
-    """An engine on a fresh data dir and a new library in it; both go away afterwards."""
-    from ragspine.engine import Engine
-
-    tmp = None
-    if keep_dir is None:
-        tmp = Path(tempfile.mkdtemp(prefix="ragspine-eval-", dir=_scratch_root()))
-        data_dir = tmp
-    else:
-        data_dir = Path(keep_dir)
-        data_dir.mkdir(parents=True, exist_ok=True)
-    slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")[:40] or "dataset"
-    library = f"eval-{slug}-{uuid.uuid4().hex[:8]}"
-    engine = Engine(settings.model_copy(update={"data_dir": data_dir}))
-    created = False
-    try:
-        engine.create_library(library)
-        created = True
-        yield engine, library
-    finally:
-        try:
-            if created and keep_dir is None:
-                engine.delete_library(library)
-        except Exception:
-            logger.exception("could not drop evaluation library %s", library)
-        finally:
-            try:
-                engine.close()
-            finally:
-                if tmp is not None:
-                    shutil.rmtree(tmp, ignore_errors=True)
-
-
-# -- searching ---------------------------------------------------------------------------------
 
 
 def clean_query(text: str, max_chars: int) -> str:
