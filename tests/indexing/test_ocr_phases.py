@@ -167,7 +167,7 @@ def test_a_failed_second_phase_leaves_the_first_live_and_is_resumed(
         def recognize(self, image: Any) -> list[Any]:
             raise OcrError("the engine crashed")
 
-    monkeypatch.setattr(stage, "_engine", lambda backend="auto", threads=None: Broken())
+    monkeypatch.setattr(stage, "_engine", lambda backend="auto", threads=None, device="cpu": Broken())
     with pytest.raises(OcrError, match="the engine crashed"):
         eng.indexer.finish_ocr(LIB, "r")
     assert eng.document(LIB, "r")["ocr"] == "failed"
@@ -251,3 +251,20 @@ def test_lost_kept_bytes_fail_the_second_phase_with_a_clear_error(eng: Engine) -
     # Ingesting the same bytes keeps them again, and the OCR can finish.
     assert eng.ingest(LIB, pdf, {"doc_id": "r"}, defer_ocr=True).ocr == "failed"
     assert eng.indexer.finish_ocr(LIB, "r").ocr == "done"  # type: ignore[union-attr]
+
+
+def test_a_document_owed_whole_to_its_ocr_can_be_deleted_before_its_ocr_runs(eng: Engine) -> None:
+    from ragspine.errors import DocumentNotFoundError
+
+    only_scans = scans.scan_pdf([ScanPage([Line(SCANNED, y=240)])])
+    assert eng.ingest(LIB, only_scans, {"doc_id": "scan"}, defer_ocr=True).status == "ocr_pending"
+    key = eng.indexer.libraries.doc_entry(LIB, "scan")["content_key"]  # type: ignore[index]
+    assert eng.indexer.pending.has(LIB, key)
+    eng.delete_document(LIB, "scan")
+    # Gone: its kept bytes, its entry, what it owed; a second phase finds nothing to do.
+    assert not eng.indexer.pending.has(LIB, key)
+    assert eng.indexer.libraries.doc_entry(LIB, "scan") is None and eng.indexer.deferred.owed(LIB) == []
+    assert eng.indexer.finish_ocr(LIB, "scan") is None
+    assert _pages(eng, "container volumes") == []
+    with pytest.raises(DocumentNotFoundError):
+        eng.delete_document(LIB, "scan")

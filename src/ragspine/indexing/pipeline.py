@@ -521,7 +521,9 @@ class Indexer:
         check_doc_id(doc_id)
         with self.libraries.doc_lock(library, doc_id), self.libraries.lock(library):
             entry = self.libraries.doc_entry(library, doc_id)
-            if entry is None or not entry.get("active_version"):
+            # A document owed whole to its OCR (ocr_pending: no version yet) is deleted too: its
+            # kept bytes go, and a second phase still running finds it gone (Superseded).
+            if entry is None or not (entry.get("active_version") or entry.get("ocr") in OPEN_STATES):
                 raise DocumentNotFoundError(f"no document '{doc_id}' in library '{library}'")
             self.store.delete(library, Where(doc_id=doc_id))  # points of every version + entry
             self.libraries.manifest_changed(library)
