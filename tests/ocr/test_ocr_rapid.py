@@ -101,6 +101,40 @@ def test_device_auto_is_the_cpu_and_cuda_without_its_provider_names_the_wheel() 
         RapidOcrEngine(device="npu")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("hw", "want"), [
+    # A4 at 120 dpi: RapidOCR's own resize (multiples of 32, nothing else to do).
+    ((1403, 992), (1408, 992)),
+    # A banner: its short side would go up to 736 px (a 4907 px long side); the long side stops
+    # at 2048: ratio 2048 / 2000 = 1.024 -> 307 x 2048 -> multiples of 32.
+    ((300, 2000), (320, 2048)),
+    # A stamp-sized image: upscaled 736 / 36 = 20.4x by RapidOCR alone; here 2048 / 150 = 13.65x.
+    ((36, 150), (480, 2048)),
+])
+def test_detection_input_keeps_the_short_side_rule_with_the_long_side_capped(
+    hw: tuple[int, int], want: tuple[int, int],
+) -> None:
+    from ragspine.ocr.rapid import _det_resize
+
+    out = _det_resize(736, 2048, None, None).resize(np.zeros((*hw, 3), np.uint8))
+    assert out.shape[:2] == want
+
+
+@pytest.mark.slow
+def test_real_detection_never_sees_a_side_over_the_cap() -> None:
+    engine = RapidOcrEngine(backend="openvino", threads=1)
+    ocr = engine._load()
+    seen: list[tuple[int, ...]] = []
+    session = ocr.text_det.infer
+    ocr.text_det.infer = lambda batch: (seen.append(batch.shape), session(batch))[1]
+    page = pymupdf.open()
+    p = page.new_page(width=2000, height=300)
+    p.insert_text((40, 160), "Annual revenue by region", fontsize=60)
+    banner = np.frombuffer(p.get_pixmap(dpi=72).samples, np.uint8).reshape(300, 2000, 3)  # (h, w, 3) RGB
+    lines = engine.recognize(banner)
+    assert seen == [(1, 3, 320, 2048)]
+    assert [ln.text for ln in lines] == ["Annual revenue by region"]
+
+
 @pytest.mark.gpu
 def test_real_ocr_on_cuda_reads_what_the_cpu_reads() -> None:
     scan = rasterised(report_page(), dpi=200)[0]

@@ -73,6 +73,19 @@ _REC_HEIGHT = 48
 #: detection images on both sides, recognition batches in width.
 _DET_SIDE_STEP = 256
 _REC_WIDTH_STEP = 64
+#: Entries of OpenVINO's CPU cache of primitives prepared per input shape (its property
+#: CPU_RUNTIME_CACHE_CAPACITY, default 5000; None keeps the default). Every page brings new
+#: shapes, so the cache only grows. One worker over 420 MMLongBench pages: 2.08 GB at its peak
+#: with the default, 1.55 GB with none (1.40 GB with the heap trimmed after each page as well,
+#: ragspine.indexing.ocr_pool), in the same time (32 entries: the same as none).
+_OV_SHAPE_CACHE: int | None = 0
+#: The longest side of a detection input, in pixels. RapidOCR brings an image's short side up
+#: to 736 px before detection with no bound on the long side: a 2000 x 300 px banner became
+#: 4907 x 736, and OpenVINO keeps memory for the largest input it has seen (detection on
+#: 1536 x 1024 took ~270 MB, on 2304 x 1792 ~570 MB). Boxes found on the scaled image are read
+#: from the full-resolution crop, as before. bench/ocr.py (162 pages, two workers): 2,048 read
+#: what no cap read (nDCG@10 0.4422), 1,280 read less (0.4390).
+_DET_MAX_SIDE = 2048
 #: Detected quads narrower or lower than this (pixels) hold nothing readable.
 _MIN_SIDE_PX = 2.0
 
@@ -145,6 +158,10 @@ class RapidOcrEngine:
                     kwargs.update(det_use_cuda=True, rec_use_cuda=True)
                 try:
                     ocr = RapidOCR(**kwargs)
+                    if _DET_MAX_SIDE:
+                        det = ocr.text_det
+                        det.get_preprocess = lambda _longest: _det_resize(det.limit_side_len, _DET_MAX_SIDE,
+                                                                          det.mean, det.std)
                     if self.device == "cuda":
                         _check_on_cuda(ocr)
                     if self.backend == "openvino":
@@ -240,6 +257,41 @@ def resolve_backend(backend: str) -> str:
     return "onnxruntime"
 
 
+def _det_resize_class() -> type:
+    from rapidocr_onnxruntime.ch_ppocr_det.utils import DetPreProcess
+
+    class DetResize(DetPreProcess):  # type: ignore[misc]
+        """RapidOCR's resize before detection (the short side brought up to 736 px, both to
+        multiples of 32), with the long side capped at ``max_side`` px; see _DET_MAX_SIDE."""
+
+        def __init__(self, short_side: int, max_side: int, mean: Any, std: Any) -> None:
+            super().__init__(short_side, "min", mean, std)
+            self.max_side = max_side
+
+        def resize(self, img: np.ndarray) -> np.ndarray | None:
+            import cv2
+
+            h, w = img.shape[:2]
+            ratio = max(1.0, self.limit_side_len / max(1, min(h, w)))
+            ratio = min(ratio, self.max_side / max(h, w))
+            rh, rw = (max(32, round(h * ratio / 32) * 32), max(32, round(w * ratio / 32) * 32))
+            return cv2.resize(img, (rw, rh))
+
+    return DetResize
+
+
+def _det_resize(short_side: int, max_side: int, mean: Any, std: Any) -> Any:
+    """RapidOCR's detection resize with the long side capped (the class is built on first use:
+    rapidocr_onnxruntime is imported only when an engine loads)."""
+    global _DET_RESIZE
+    if _DET_RESIZE is None:
+        _DET_RESIZE = _det_resize_class()
+    return _DET_RESIZE(short_side, max_side, mean, std)
+
+
+_DET_RESIZE: Any = None
+
+
 def resolve_device(device: str) -> str:
     """``auto`` -> ``cpu``: OCR on a GPU has not yet been measured against the CPU worker pool
     (no device machine so far), and the issue that added it asks for that measurement before it
@@ -288,7 +340,13 @@ class _OpenVinoSession:
             # worker processes all landed on the same core (2 workers read 1.2x the pages of one
             # instead of ~1.9x). The OS places them better.
             config["ENABLE_CPU_PINNING"] = False
-        self._model = ov.Core().compile_model(str(model), "CPU", config)
+        if _OV_SHAPE_CACHE is not None:
+            config["CPU_RUNTIME_CACHE_CAPACITY"] = str(_OV_SHAPE_CACHE)
+        try:
+            self._model = ov.Core().compile_model(str(model), "CPU", config)
+        except RuntimeError:  # an OpenVINO without that (unlisted) property: its default cache
+            config.pop("CPU_RUNTIME_CACHE_CAPACITY", None)
+            self._model = ov.Core().compile_model(str(model), "CPU", config)
 
     def __call__(self, batch: np.ndarray) -> list[np.ndarray]:
         # Inputs padded up to a step of pixels with zeros (what the models' own convolution
