@@ -18,13 +18,13 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ragspine.catalog import Libraries, check_doc_id, library_models
+from ragspine.catalog import Libraries, check_doc_id
 from ragspine.config import Settings
-from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, NoTextError, OversizeError
+from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, OversizeError
 from ragspine.indexing.bm25_stats import LibraryStatistics
 from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
@@ -36,7 +36,7 @@ from ragspine.indexing.render import RenderProcesses
 from ragspine.indexing.textpage import text_page
 from ragspine.indexing.thumbnails import Thumbnails
 from ragspine.indexing.versions import Versions
-from ragspine.indexing.writer import write_version
+from ragspine.indexing.writer import commit_version, writable_models, write_version
 from ragspine.models.modelset import ModelSet
 from ragspine.ocr.rapid import resolve_device
 from ragspine.policy import PagePolicy, is_restricted, normalize_sensitivity
@@ -47,14 +47,6 @@ logger = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 
-
-
-class _Precomputed:
-    """Stands in for the page model when the vectors come with the request (identity only)."""
-
-    def __init__(self, vectors: Mapping[int, Any]) -> None:
-        first = next(iter(vectors.values()), None)
-        self.dim = int(first.dim) if first is not None else 0
 
 
 @dataclass
@@ -394,29 +386,7 @@ class Indexer:
                         seconds=time.perf_counter() - t0,
                     )
                 rec = self.libraries.get(library)
-                models = library_models(rec, self.models)
-                if parsed.doc is None:  # plain text has no page image: only the dense field applies
-                    models = replace(models, page=None, page_missing=None)
-                if page_vectors is not None:
-                    bad = sorted(set(page_vectors) - {p.number for p in kept})
-                    missing = sorted({p.number for p in kept} - set(page_vectors))
-                    if bad or missing:
-                        raise InvalidRequestError(
-                            f"page_vectors must cover exactly the {len(kept)} pages the policy keeps: "
-                            + (f"given for pages not kept {bad[:10]}" if bad else f"missing pages {missing[:10]}")
-                        )
-                    if models.has_page and models.page is None:
-                        models = replace(models, page=_Precomputed(page_vectors), page_missing=None)
-                models.require_writable(library)
-                if models.page is None and not any(p.text.strip() for p in kept):
-                    # Nothing would be searchable: no words and no page vectors. Refused before
-                    # anything is written (a previous version, if any, stays).
-                    raise NoTextError(
-                        f"document '{doc_id}' has no text to index: its pages have no text layer and OCR "
-                        + ("is off (RAGSPINE_OCR=off)" if self.ocr.opts.mode == "off" else "found no text in them")
-                        + f", and library '{library}' has no page model to search page images by. Turn OCR on "
-                        "(RAGSPINE_OCR=auto), or use a library created with a page model (RAGSPINE_PAGE_MODEL)"
-                    )
+                models = writable_models(self, library, rec, doc_id, parsed, kept, page_vectors)
                 old_version = int(prev["active_version"]) if prev and prev.get("active_version") else None
                 version = max(int(prev.get("max_version", 0)) if prev else 0, old_version or 0) + 1
                 fields = meta.fields()
@@ -481,30 +451,7 @@ class Indexer:
                     "retiring_version": old_version,
                     "doc_stats": {"chunk": chunk_stats.to_json(), "page": page_stats.to_json()},
                 }
-                self.libraries.commit_doc_entry(library, entry, version)  # the commit (fenced: see leases)
-                self._step("committed")
-                warnings: list[str] = []
-                if self.libraries.lease_lost(library):
-                    # Committed, but this replica's lease ran out meanwhile: the next holder finishes
-                    # the retirement and recounts the statistics (its takeover). Writing more here
-                    # could land over what it has written since.
-                    logger.warning("version %d committed after the writer lease ran out; the next writer "
-                                   "finishes its retirement", version)
-                else:
-                    if old_version is not None:
-                        self.versions.retire(library, doc_id, old_version)  # idempotent: never reused
-                        # Conditional: the entry is still this commit's (not a later writer's).
-                        self.libraries.update_doc_entry(library, {**entry, "retiring_version": None},
-                                                        {"active_version": version, "retiring_version": old_version})
-                    prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
-                    self.libraries.check_lease(library)
-                    self.stats.add(library, fields, chunk_stats, page_stats, prev_stats)
-                    if old_version is not None:
-                        self.store.optimize(library)  # the old version leaves IDF statistics and disk
-                    else:
-                        self.store.flush(library)
-                    warnings = self.listeners.notify("document_committed", library, doc_id, version, title, fields,
-                                                     passages)
+                warnings = commit_version(self, library, entry, prev, chunk_stats, page_stats, passages)
         logger.info(
             "indexed version %d: %d pages, %d dropped, %d passages", version, len(kept), len(dropped), n_chunks
         )

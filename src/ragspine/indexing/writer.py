@@ -1,24 +1,30 @@
-"""Writing one version of a document: passages and pages in batches, rendered one batch ahead,
-encoded, and upserted by a writer thread (the middle of :meth:`Indexer.ingest`, between its
-staging entry and the step that sets the version live)."""
+"""Writing one version of a document (the middle of :meth:`Indexer.ingest`): the models it is
+written with (:func:`writable_models`), its passages and pages in batches, rendered one batch
+ahead, encoded, and upserted by a writer thread (:func:`write_version`, between the staging
+entry and the step that sets the version live), and the commit that makes it the document's
+active version (:func:`commit_version`)."""
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ragspine.catalog import LengthStats, LibraryModels
-from ragspine.errors import InvalidRequestError
+from ragspine.catalog import LengthStats, LibraryModels, library_models
+from ragspine.errors import InvalidRequestError, NoTextError
 from ragspine.indexing.bm25_stats import UPSERT_BATCH
-from ragspine.indexing.pdf import ParsedPDF
+from ragspine.indexing.pdf import PageContent, ParsedPDF
 from ragspine.indexing.points import PagePassages, length_stats, page_passages, page_points
 from ragspine.indexing.render import PageRenderer
 from ragspine.store.base import SPARSE_CHUNK, SPARSE_PAGE, PointData
 
 if TYPE_CHECKING:
     from ragspine.indexing.pipeline import Indexer
+
+logger = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 
@@ -126,3 +132,70 @@ def write_version(
             wait(list(pending))
     return chunk_stats, page_stats, n_chunks, passages
 
+
+class _Precomputed:
+    """Stands in for the page model when the vectors come with the request (identity only)."""
+
+    def __init__(self, vectors: Mapping[int, Any]) -> None:
+        first = next(iter(vectors.values()), None)
+        self.dim = int(first.dim) if first is not None else 0
+
+
+def writable_models(self: "Indexer", library: str, rec: Any, doc_id: str, parsed: ParsedPDF,
+                    kept: list[PageContent], page_vectors: Mapping[int, Any] | None) -> LibraryModels:
+    """The models a version of ``doc_id`` is written with, checked before anything is written:
+    page vectors given upstream must cover exactly the ``kept`` pages, and a version with
+    neither words nor page vectors is refused (a previous version, if any, stays)."""
+    models = library_models(rec, self.models)
+    if parsed.doc is None:  # plain text has no page image: only the dense field applies
+        models = replace(models, page=None, page_missing=None)
+    if page_vectors is not None:
+        bad = sorted(set(page_vectors) - {p.number for p in kept})
+        missing = sorted({p.number for p in kept} - set(page_vectors))
+        if bad or missing:
+            raise InvalidRequestError(
+                f"page_vectors must cover exactly the {len(kept)} pages the policy keeps: "
+                + (f"given for pages not kept {bad[:10]}" if bad else f"missing pages {missing[:10]}")
+            )
+        if models.has_page and models.page is None:
+            models = replace(models, page=_Precomputed(page_vectors), page_missing=None)
+    models.require_writable(library)
+    if models.page is None and not any(p.text.strip() for p in kept):
+        raise NoTextError(
+            f"document '{doc_id}' has no text to index: its pages have no text layer and OCR "
+            + ("is off (RAGSPINE_OCR=off)" if self.ocr.opts.mode == "off" else "found no text in them")
+            + f", and library '{library}' has no page model to search page images by. Turn OCR on "
+            "(RAGSPINE_OCR=auto), or use a library created with a page model (RAGSPINE_PAGE_MODEL)"
+        )
+    return models
+
+
+def commit_version(self: "Indexer", library: str, entry: dict[str, Any], prev: dict[str, Any] | None,
+                   chunk_stats: LengthStats, page_stats: LengthStats, passages: list[dict[str, Any]]) -> list[str]:
+    """Make ``entry``'s version the document's active one (the commit, fenced by the writer
+    lease), then retire the version it replaces, update the library's statistics and tell the
+    listeners; called under the library lock. Returns the listeners' warnings."""
+    doc_id, version, old_version = entry["doc_id"], entry["active_version"], entry["retiring_version"]
+    self.libraries.commit_doc_entry(library, entry, version)  # the commit (fenced: see leases)
+    self._step("committed")
+    if self.libraries.lease_lost(library):
+        # Committed, but this replica's lease ran out meanwhile: the next holder finishes the
+        # retirement and recounts the statistics (its takeover). Writing more here could land
+        # over what it has written since.
+        logger.warning("version %d committed after the writer lease ran out; the next writer "
+                       "finishes its retirement", version)
+        return []
+    if old_version is not None:
+        self.versions.retire(library, doc_id, old_version)  # idempotent: never reused
+        # Conditional: the entry is still this commit's (not a later writer's).
+        self.libraries.update_doc_entry(library, {**entry, "retiring_version": None},
+                                        {"active_version": version, "retiring_version": old_version})
+    prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
+    self.libraries.check_lease(library)
+    self.stats.add(library, entry["meta"], chunk_stats, page_stats, prev_stats)
+    if old_version is not None:
+        self.store.optimize(library)  # the old version leaves IDF statistics and disk
+    else:
+        self.store.flush(library)
+    return self.listeners.notify("document_committed", library, doc_id, version, entry["title"], entry["meta"],
+                                 passages)
