@@ -107,8 +107,9 @@ def test_device_auto_is_the_cpu_and_cuda_without_its_provider_names_the_wheel() 
     # A banner: its short side would go up to 736 px (a 4907 px long side); the long side stops
     # at 2048: ratio 2048 / 2000 = 1.024 -> 307 x 2048 -> multiples of 32.
     ((300, 2000), (320, 2048)),
-    # A stamp-sized image: upscaled 736 / 36 = 20.4x by RapidOCR alone; here 2048 / 150 = 13.65x.
-    ((36, 150), (480, 2048)),
+    # A stamp-sized image: upscaled 736 / 36 = 20.4x by RapidOCR alone; here at most 4x:
+    # 144 x 600 -> multiples of 32 (round half to even: 4.5 -> 4).
+    ((36, 150), (128, 608)),
 ])
 def test_detection_input_keeps_the_short_side_rule_with_the_long_side_capped(
     hw: tuple[int, int], want: tuple[int, int],
