@@ -236,6 +236,12 @@ def score(fi: FieldIndex, query: SparseVector, fmask: np.ndarray | None) -> np.n
     return d
 
 
+#: Scores this close are equal: sums of the same terms in another order (idf x 1 + idf x 2
+#: against idf x 0.5 + idf x 2.5) can differ in their last bit, and a tie goes to the smaller
+#: point id whatever the order of the sum.
+_TIE = 1e-9
+
+
 def top(fi: FieldIndex, d: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
     """The best ``limit`` rows of scores ``d`` that are > 0, best first, equal scores by point id.
 
@@ -255,17 +261,19 @@ def top(fi: FieldIndex, d: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarr
     else:
         v = 0.0
     if v > 0:
-        cand = np.flatnonzero(d >= v)
+        cand = np.flatnonzero(d >= v - _TIE)  # a score tied with v but a bit below it competes too
         if cand.shape[0] < limit:
             cand = None
     if cand is None:
         cand = np.flatnonzero(d)
     s = d[cand]
+    # Equal scores are compared at 9 decimals (see _TIE).
+    key = np.round(s, 9)
     if cand.shape[0] > 4 * limit:
-        part = np.argpartition(-s, limit - 1)[:limit]
-        sel = np.flatnonzero(s >= s[part].min())  # everything tied at the cut competes on id
-        cand, s = cand[sel], s[sel]
-    order = np.lexsort((fi.idrank[cand], -s))[:limit]
+        part = np.argpartition(-key, limit - 1)[:limit]
+        sel = np.flatnonzero(key >= key[part].min())  # everything tied at the cut competes on id
+        cand, s, key = cand[sel], s[sel], key[sel]
+    order = np.lexsort((fi.idrank[cand], -key))[:limit]
     return cand[order], s[order]
 
 
