@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -393,3 +394,23 @@ def test_eval_cli_takes_the_chain_flags(beir_unanswerable: Path, tmp_path: Path,
         main(["--data-dir", str(tmp_path), "eval", str(beir_unanswerable), "--postprocess", "shuffle"])
     assert exc.value.code == 2
     assert "--postprocess takes mmr, lost_in_middle" in capsys.readouterr().err
+
+
+def test_tree_cpu_counts_a_live_child_that_the_standard_library_does_not() -> None:
+    import subprocess
+
+    from ragspine.evaluation.corpus import tree_cpu_seconds
+
+    burn = ("import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.6:\n    pass\n"
+            "print('burnt', flush=True)\nsys.stdin.read()\n")
+    before, std_before = tree_cpu_seconds(), os.times().children_user
+    child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "burnt"
+        # The child spent 0.6 s of CPU and is still alive: os.times() cannot see it yet.
+        assert tree_cpu_seconds() - before >= 0.55
+        assert os.times().children_user == std_before
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(10)
