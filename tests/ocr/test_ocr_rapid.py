@@ -366,3 +366,33 @@ def test_real_ocr_of_a_chart_in_a_born_digital_page(rapid_engine: RapidOcrEngine
     x0, y0, x1, y1 = result.lines[0].box
     # Drawn from (20, 60) - 18 pt text - in a 300 x 120 picture placed at (100, 400).
     assert 100 + 20 - 9 <= x0 <= 100 + 20 + 9 and 400 + 60 - 18 - 9 <= y0 <= 400 + 60
+
+
+def test_sessions_that_fell_back_to_the_cpu_are_refused_when_cuda_was_asked() -> None:
+    from types import SimpleNamespace
+
+    from ragspine.ocr.rapid import _check_on_cuda
+
+    def rapid(det: list[str], rec: list[str]) -> Any:
+        # RapidOCR 1.4's layout: text_det.infer.session and text_rec.session.session are
+        # onnxruntime InferenceSessions; only get_providers() is read.
+        session = lambda providers: SimpleNamespace(get_providers=lambda: providers)  # noqa: E731
+        return SimpleNamespace(text_det=SimpleNamespace(infer=SimpleNamespace(session=session(det))),
+                               text_rec=SimpleNamespace(session=SimpleNamespace(session=session(rec))))
+
+    cuda, cpu = ["CUDAExecutionProvider", "CPUExecutionProvider"], ["CPUExecutionProvider"]
+    _check_on_cuda(rapid(cuda, cuda))  # both on the GPU: accepted
+    with pytest.raises(OcrError, match=r"recognition did not start on CUDA.*CPUExecutionProvider"):
+        _check_on_cuda(rapid(cuda, cpu))
+    with pytest.raises(OcrError, match="detection did not start on CUDA"):
+        _check_on_cuda(rapid(cpu, cuda))
+
+
+def test_an_openvino_that_refuses_the_cache_property_still_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ragspine.ocr.rapid as rapid
+
+    # An unusable value makes this OpenVINO refuse the property, as one without it would.
+    monkeypatch.setattr(rapid, "_OV_SHAPE_CACHE", "not-a-number")
+    session = rapid._OpenVinoSession(rapid._models_dir() / rapid._DET_MODEL, threads=1)
+    out = session(np.zeros((1, 3, 64, 64), np.float32))[0]  # (1, 1, 64, 64) probability map
+    assert out.shape == (1, 1, 64, 64)

@@ -78,15 +78,16 @@ class OcrReport:
 # load once (about a second) and are reused. Worker processes have their own
 # (ragspine.indexing.ocr_pool).
 _ENGINE: RapidOcrEngine | None = None
+_ENGINE_ARGS: tuple[Any, ...] | None = None
 _ENGINE_LOCK = threading.Lock()
 
 
 def _engine(backend: str = "auto", threads: int | None = None, device: str = "cpu") -> RapidOcrEngine:
-    global _ENGINE
-    with _ENGINE_LOCK:
-        want = RapidOcrEngine(backend=backend, threads=threads, device=device)  # type: ignore[arg-type]
-        if _ENGINE is None or (_ENGINE.name, _ENGINE.threads) != (want.name, want.threads):
-            _ENGINE = want  # nothing is loaded before its first page
+    global _ENGINE, _ENGINE_ARGS
+    with _ENGINE_LOCK:  # called for every page read on this thread: the same arguments, the same engine
+        if _ENGINE is None or _ENGINE_ARGS != (backend, threads, device):
+            _ENGINE = RapidOcrEngine(backend=backend, threads=threads, device=device)  # type: ignore[arg-type]
+            _ENGINE_ARGS = (backend, threads, device)
         return _ENGINE
 
 
