@@ -52,3 +52,23 @@ def test_grid_and_ratio_classes() -> None:
     assert len({fl.ratio_class(p) for p in fl.grid("bm25")}) == 9
     assert len({fl.ratio_class(p) for p in fl.grid("hybrid")}) == 61
     assert fl.ratio_class(HALF) == fl.ratio_class(DEFAULT) != fl.ratio_class((1.0, 3.0))
+
+
+def test_a_subset_check_vetoes_a_point_below_the_baseline_there_without_entering_the_mean() -> None:
+    better = (1.0, 3.0)
+    table = {s: {**scores, better: v} for (s, scores), v in zip(TABLE.items(), (0.5625, 0.4375, 0.375))}
+    # The long-report subset: `better` loses to the baseline there, DEFAULT does not.
+    checks = {"c: long": {DEFAULT: 0.25, HALF: 0.25, PLAIN: 0.25, CHUNK: 0.125, better: 0.1875}}
+    baseline = {**BASELINE, "c: long": 0.25}
+    # Without the check `better` wins (above); with it only PLAIN qualifies (DEFAULT is below
+    # the baseline on c). Had the subset been averaged in, better's mean would still be best.
+    assert fl.recommend(table, baseline, DEFAULT, checks) == (PLAIN, True)
+    assert fl.recommend(table, baseline, DEFAULT) == (better, True)
+
+
+def test_check_table_reads_the_financial_reports_of_mmlongbench() -> None:
+    res = {"mmlongbench_dev": {PLAIN: {"ndcg@10": 0.3, "by_document_type": {"Financial report": {"ndcg@10": 0.1}}},
+                               DEFAULT: {"ndcg@10": 0.4, "by_document_type": {"Financial report": {"ndcg@10": 0.2}}}},
+           "cranfield": {PLAIN: {"ndcg@10": 0.3}, DEFAULT: {"ndcg@10": 0.3}}}
+    assert fl.check_table(res) == {"mmlongbench_dev: Financial report": {PLAIN: 0.1, DEFAULT: 0.2}}
+    assert len(fl.grid("hybrid", (0.5, 1.0, 2.0))) == 51

@@ -351,6 +351,26 @@ def test_pdf_layout_reports_ndcg_per_evidence_type(settings: Settings, pdf_set: 
     }
 
 
+def test_pdf_layout_reports_ndcg_per_document_type(settings: Settings, pdf_set: Path) -> None:
+    (pdf_set / "documents.tsv").write_text(
+        "doc_id\tdoc_type\tpages\nAnnual Report 2023.pdf\tFinancial report\t2\nb.pdf\tBrochure\t1\n",
+        encoding="utf-8")
+    _write_jsonl(pdf_set / "queries.jsonl", [
+        {"_id": "m1", "text": "zeppelin revenue"},  # [A#p2]: nDCG 1
+        {"_id": "m2", "text": "volcanic kangaroo ash"},  # [b#p1, A#p1]: nDCG 1/log2 3
+        {"_id": "m4", "text": "eruption forecast"},  # [b#p1]: nDCG 1
+    ])
+    _write_qrels(pdf_set / "qrels" / "dev.tsv", [
+        ("m1", "Annual Report 2023.pdf#p2", 1), ("m2", "Annual Report 2023.pdf#p1", 1), ("m4", "b.pdf#p1", 1),
+    ])
+    r = evaluate(settings, pdf_set, split="dev")
+    assert r["by_document_type"] == {
+        "Financial report": {"queries": 2, "ndcg@10": pytest.approx((1.0 + _ndcg_gain(2)) / 2, abs=1e-4)},
+        "Brochure": {"queries": 1, "ndcg@10": pytest.approx(1.0)},
+    }
+    assert "by_evidence_type" not in r  # no query says what its evidence is
+
+
 # -- the query chain in evaluation --------------------------------------------------------------
 
 

@@ -117,7 +117,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(json.dumps(result, ensure_ascii=False))
     else:
         for k, v in result.items():
-            if k == "by_evidence_type":
+            if k in ("by_evidence_type", "by_document_type"):
                 for t, r in v.items():
                     print(f"{'ndcg@10':>14}: {r['ndcg@10']:.4f}  {t} ({r['queries']} queries)")
                 continue

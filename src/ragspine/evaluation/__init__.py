@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import time
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -230,9 +230,12 @@ def evaluate_variants(
             }
             if ds.layout == "beir":
                 out["with_title"] = with_title
-            by_type = _by_evidence_type(ds, judged, run, ranx)
+            by_type = _by_group(ds, judged, run, ranx, ds.evidence.get)
             if by_type:
                 out["by_evidence_type"] = by_type
+            by_doc = _by_group(ds, judged, run, ranx, ds.document_types)
+            if by_doc:
+                out["by_document_type"] = by_doc
             if variants[name]:
                 out["variant"] = dict(variants[name])
             if flags != ChainFlags():
@@ -249,13 +252,13 @@ def evaluate_variants(
     return results
 
 
-def _by_evidence_type(ds: Dataset, judged: list[str], run: dict[str, dict[str, float]],
-                      ranx: Any) -> dict[str, dict[str, Any]]:
-    """nDCG@10 over the judged queries of each evidence type (a query citing a chart and a table
-    counts in both)."""
+def _by_group(ds: Dataset, judged: list[str], run: dict[str, dict[str, float]],
+              ranx: Any, groups_of: Callable[[str], list[str] | None]) -> dict[str, dict[str, Any]]:
+    """nDCG@10 over the judged queries of each group: evidence type, document type (a query
+    citing a chart and a table counts in both)."""
     types: dict[str, list[str]] = {}
     for q in judged:
-        for t in ds.evidence.get(q, []):
+        for t in groups_of(q) or []:
             types.setdefault(t, []).append(q)
     out: dict[str, dict[str, Any]] = {}
     for t, qs in sorted(types.items()):

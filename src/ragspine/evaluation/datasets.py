@@ -43,6 +43,14 @@ class Dataset:
     #: Query -> the evidence types its answer cites (``metadata.evidence_sources``: Chart,
     #: Figure, Table, ...), where the dataset says so.
     evidence: dict[str, list[str]] = field(default_factory=dict)
+    #: Document file -> its type (``documents.tsv``'s ``doc_type``: Financial report, Academic
+    #: paper, ...), where the dataset says so.
+    doc_types: dict[str, str] = field(default_factory=dict)
+
+    def document_types(self, qid: str) -> list[str]:
+        """The types of the documents whose pages answer ``qid`` (page ids ``<file>#p<n>``)."""
+        docs = {cid.rsplit("#p", 1)[0] for cid in self.qrels.get(qid, {})}
+        return sorted({self.doc_types[d] for d in docs if d in self.doc_types})
 
 
 # -- loading -----------------------------------------------------------------------------------
@@ -122,7 +130,19 @@ def load_dataset(root: Path, split: str = "dev") -> Dataset:
         raise InvalidRequestError(
             f"{path} judges {len(unknown)} queries missing from queries.jsonl (e.g. {unknown[0]!r})"
         )
-    return Dataset(root.name, layout, root, used, queries, qrels, {q: t for q, t in evidence.items() if t})
+    return Dataset(root.name, layout, root, used, queries, qrels, {q: t for q, t in evidence.items() if t},
+                   _doc_types(root / "documents.tsv"))
+
+
+def _doc_types(path: Path) -> dict[str, str]:
+    """``documents.tsv`` (header ``doc_id  doc_type ...``) -> {file: type}; {} without one."""
+    if not path.is_file():
+        return {}
+    with open(path, encoding="utf-8") as fh:
+        rows = [line.rstrip("\r\n").split("\t") for line in fh if line.strip()]
+    if not rows or rows[0][:2] != ["doc_id", "doc_type"]:
+        return {}
+    return {r[0]: r[1] for r in rows[1:] if len(r) > 1 and r[1]}
 
 
 # -- indexing ----------------------------------------------------------------------------------
