@@ -22,6 +22,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# No dense channel unless a test names one (see _no_ragspine_env); set here too for the
+# module- and session-scoped fixtures, which are built before any function-scoped fixture runs.
+os.environ["RAGSPINE_DENSE_MODEL"] = "none"
 
 # ``import pdfs`` from any test module, whatever pytest's import mode.
 _TESTS = str(Path(__file__).resolve().parent)

@@ -120,7 +120,7 @@ def test_the_rerank_exit_itself_drops_a_restricted_hit(planted: tuple[Engine, Sp
     # The hit list handed to the rerank step already went through the search exit; this calls the
     # rerank step with a RESTRICTED hit in it to show its own check fires.
     eng, spy = planted
-    from ragspine.retrieval.search import SearchRequest, _Plan
+    from ragspine.retrieval.search import Plan, SearchRequest
 
     def hit(page: int, text: str, level: str | None) -> SearchHit:
         return SearchHit(LIB, DOC, "t", page, [0, 0, 1, 1], f"{DOC}/p{page}/c0", text,
@@ -128,7 +128,7 @@ def test_the_rerank_exit_itself_drops_a_restricted_hit(planted: tuple[Engine, Sp
 
     hits = [hit(1, "public harbour passage", None), hit(2, f"secret {CANARY}", "RESTRICTED")]
     req = SearchRequest(query="harbour", libraries=[LIB], rerank=True)
-    out = eng.searcher._rerank(req, hits, _Plan(mode="bm25", visual=False, dense=False), {})
+    out = eng.searcher._rerank(req, hits, Plan(mode="bm25", visual=False, dense=False), {})
     assert spy.seen == ["public harbour passage"]
     assert [h.page for h in out] == [1]
 
