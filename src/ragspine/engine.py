@@ -24,6 +24,7 @@ from ragspine.retrieval.explain import SimilarityMap, image_token_index, similar
 from ragspine.models.modelset import ModelSet
 from ragspine.indexing import DocumentMetadata, Indexer, IngestResult, Thumbnails
 from ragspine.indexing.ocr_phase import OPEN_STATES, OcrQueue
+from ragspine.indexing.dense_backfill import DenseAdded, add_dense
 from ragspine.scoring.bm25 import BM25Params
 from ragspine.retrieval.lexical import LexicalIndex
 from ragspine.retrieval.search import Searcher, SearchRequest, SearchResponse
@@ -159,6 +160,12 @@ class Engine:
         prev = self.libraries.doc_entry(library, doc_id)
         return bool(prev and prev.get("active_version") and prev.get("ocr") not in OPEN_STATES
                     and prev.get("content_key") == self.indexer.content_key(pdf_sha256, metadata))
+
+    def add_dense(self, library: str, progress: Any = None) -> DenseAdded:
+        """Give a library built without dense vectors those of the loaded dense model, from the
+        passage text it stores (no PDF is parsed again): :mod:`ragspine.indexing.dense_backfill`."""
+        self.library(library)
+        return add_dense(self.indexer, library, progress)
 
     def reweight(self, library: str) -> int:
         """Rebuild every BM25 vector of a library with its current average lengths."""

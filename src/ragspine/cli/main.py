@@ -246,6 +246,24 @@ def cmd_libraries(args: argparse.Namespace) -> int:
         elif args.optimize:
             seconds = engine.optimize_library(args.optimize)
             print(f"optimized library '{args.optimize}' in {seconds:.1f} s")
+        elif args.add_dense:
+            from tqdm import tqdm
+
+            bars: list[Any] = []  # made at the first progress: an error before it prints one line
+
+            def progress(done: int, total: int) -> None:
+                if not bars:
+                    bars.append(tqdm(total=total, desc="dense vectors", unit="passage", leave=False))
+                bars[0].update(done - bars[0].n)
+
+            try:
+                r = engine.add_dense(args.add_dense, progress)
+            finally:
+                for bar in bars:
+                    bar.close()
+            print(f"library '{r.library}' already has dense vectors of {r.model}" if r.already else
+                  f"library '{r.library}': {r.passages} passages encoded with {r.model} in {r.seconds:.1f} s; "
+                  "its searches now use the dense channel")
         else:
             names = engine.list_libraries()
             if not names:
@@ -356,12 +374,15 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("--no-serve", action="store_true", help="build and ingest, then exit")
         s.set_defaults(func=cmd_demo if name == "demo" else cmd_serve)
 
-    s = sub.add_parser("libraries", help="list, create, delete or optimize libraries")
+    s = sub.add_parser("libraries", help="list, create, delete, optimize libraries, or add dense vectors")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--create", metavar="NAME")
     g.add_argument("--delete", metavar="NAME")
     g.add_argument("--optimize", metavar="NAME",
                    help="build the library's search indexes after a bulk ingest (blocks searches while it runs)")
+    g.add_argument("--add-dense", metavar="NAME",
+                   help="give a library built without dense vectors those of RAGSPINE_DENSE_MODEL, from its "
+                        "stored passage text (no PDF is parsed again; ingests into it wait meanwhile)")
     s.set_defaults(func=cmd_libraries)
 
     from ragspine.cli.chain import add_chain_commands  # argparse only; the engine loads per command

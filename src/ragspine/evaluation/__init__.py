@@ -36,7 +36,8 @@ from __future__ import annotations
 import logging
 import time
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,8 @@ from ragspine.scoring.tokenizer import tokenize
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "METRICS", "QUERY_TIME_SETTINGS", "ChainFlags", "Dataset", "clean_query", "detect_layout", "evaluate",
-    "evaluate_variants", "load_dataset", "load_qrels", "qrels_file",
+    "METRICS", "QUERY_TIME_SETTINGS", "ChainFlags", "Dataset", "Indexed", "clean_query", "detect_layout", "evaluate",
+    "evaluate_variants", "indexed", "load_dataset", "load_qrels", "qrels_file",
 ]
 
 METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
@@ -82,6 +83,32 @@ def clean_query(text: str, max_chars: int) -> str:
     """A query the API accepts: control characters become spaces, over-long text is cut."""
     text = "".join(" " if unicodedata.category(c) == "Cc" and c not in "\t\n\r" else c for c in text)
     return text.replace("\ufffd", " ")[:max_chars]
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """A dataset indexed into a throwaway library (:func:`indexed`)."""
+
+    engine: Any
+    library: str
+    dataset: Dataset
+    #: ragspine doc_id -> the dataset's corpus id (BEIR) or PDF file name (page ids ``<file>#p<n>``)
+    names: dict[str, str]
+    counts: dict[str, Any]
+
+
+@contextmanager
+def indexed(settings: Settings, root: Path, *, split: str = "dev", with_title: bool = True,
+            progress: bool = False) -> Iterator[Indexed]:
+    """Index ``root`` as :func:`evaluate` does, for a benchmark that searches it its own way;
+    the index goes away afterwards."""
+    ds = load_dataset(Path(root), split)
+    with _workspace(settings, ds.name, None) as (engine, library):
+        if ds.layout == "pdf":
+            names, counts = _ingest_pdfs(engine, library, ds, progress)
+        else:
+            names, counts = _ingest_beir(engine, library, ds, with_title, progress)
+        yield Indexed(engine, library, ds, names, counts)
 
 
 def _ranx() -> Any:

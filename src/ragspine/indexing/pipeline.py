@@ -36,6 +36,7 @@ from ragspine.indexing.render import RenderProcesses
 from ragspine.indexing.textpage import text_page
 from ragspine.indexing.thumbnails import Thumbnails
 from ragspine.indexing.versions import Versions
+from ragspine.indexing.dense_backfill import fill_if_added
 from ragspine.indexing.writer import commit_version, writable_models, write_version
 from ragspine.models.modelset import ModelSet
 from ragspine.ocr.rapid import resolve_device
@@ -423,6 +424,7 @@ class Indexer:
                 self._step("written")
                 with self.libraries.lock(library):
                     self.libraries.check_lease(library)
+                    fill_if_added(self, library, models.dense, doc_id, version)  # add_dense ran meanwhile
                     self.store.set_payload(library, Where(doc_id=doc_id, version=version), {"state": "live"})
                     self._step("live")
             except BaseException:

@@ -218,6 +218,15 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         eng.delete_library(lib)
         return Response(status_code=204)
 
+    @app.post("/v1/libraries/{lib}/dense", tags=["libraries"])
+    def add_dense(lib: str, who: Who) -> dict[str, Any]:
+        """Give a library built without dense vectors those of the server's dense model, from
+        the passage text it stores (no PDF is parsed again). Answers when done (~100 passages/s
+        on 2 cores); ingests into the library wait meanwhile, searches go on without the dense
+        channel until it is done."""
+        who.require(lib)
+        return eng.add_dense(lib).to_json()
+
     # -- documents ----------------------------------------------------------------------------
 
     @app.post("/v1/libraries/{lib}/documents", status_code=202, tags=["documents"])

@@ -302,6 +302,14 @@ class Store(Protocol):
     def update_sparse(self, name: str, vector: str, items: Sequence[tuple[str, SparseVector]]) -> None:
         """Replace one sparse vector of existing points, leaving their other vectors alone."""
         ...
+    def add_dense_field(self, name: str, field: DenseField) -> None:
+        """Add a single-vector dense field to an existing collection (a dense model added to a
+        library after it was built); its points have no vector for it until
+        :meth:`update_dense` sets one. A field the collection already has is left as it is."""
+        ...
+    def update_dense(self, name: str, field: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        """Set one single-vector dense field of existing points, leaving their other vectors alone."""
+        ...
     def set_payload(self, name: str, where: Where, payload: dict[str, Any]) -> None: ...
     def delete(self, name: str, where: Where) -> None: ...
     def put_if(self, name: str, point: PointData, expect: Mapping[str, str | int] | None) -> bool:
@@ -395,3 +403,11 @@ class Store(Protocol):
         ...
     def flush(self, name: str) -> None: ...
     def close(self) -> None: ...
+
+
+def check_addable(field: DenseField) -> None:
+    """Only a plain single vector can join a collection later (:meth:`Store.add_dense_field`):
+    multivectors, quantized copies and int8 columns are chosen when a library is created."""
+    if field.multivector or field.quantization is not None or field.datatype != "float32" or field.dot:
+        raise ValueError(f"dense field '{field.name}': only a float32 cosine single vector can be added "
+                         "to an existing library")

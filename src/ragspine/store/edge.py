@@ -40,6 +40,7 @@ from ragspine.store.base import (
     PointData,
     Record,
     Where,
+    check_addable,
     check_query_multivector,
     check_query_vector,
     payload_fields,
@@ -315,6 +316,23 @@ class EdgeStore:
         if not items:
             return
         pvs = [qe.PointVectors(pid, {vector: qe.SparseVector(v.indices, v.values)}) for pid, v in items]
+        self._shard(name).update(qe.UpdateOperation.update_vectors(pvs))
+
+    def add_dense_field(self, name: str, field: DenseField) -> None:
+        check_addable(field)
+        with self._col_lock(name):
+            if field.name in self._dense_fields(name):
+                return
+            self._shard(name).update(qe.UpdateOperation.create_dense_vector(field.name, field.size, qe.Distance.Cosine))
+            self._shard(name).flush()  # edge_config.json now lists it: what _dense_fields reads
+            self._dense_names.pop(name, None)
+
+    def update_dense(self, name: str, field: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        if not items:
+            return
+        if field not in self._dense_fields(name):
+            raise ValueError(f"library '{name}' has no dense vector field '{field}'")
+        pvs = [qe.PointVectors(pid, {field: np.asarray(v, dtype=np.float32).tolist()}) for pid, v in items]
         self._shard(name).update(qe.UpdateOperation.update_vectors(pvs))
 
     def set_payload(self, name: str, where: Where, payload: dict[str, Any]) -> None:

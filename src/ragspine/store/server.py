@@ -32,6 +32,7 @@ from ragspine.store.base import (
     PointData,
     Record,
     Where,
+    check_addable,
     check_query_multivector,
     check_query_vector,
     payload_fields,
@@ -282,6 +283,27 @@ class ServerStore:
             models.PointVectors(id=pid, vector={vector: models.SparseVector(indices=v.indices, values=v.values)})
             for pid, v in items
         ]
+        self._api.update_vectors(self._check(name), points=pvs, wait=True)
+
+    def add_dense_field(self, name: str, field: DenseField) -> None:
+        check_addable(field)
+        c = self._check(name)
+        params = self._api.get_collection(c).config.params.vectors
+        if isinstance(params, dict) and field.name in params:
+            return
+        try:  # Qdrant 1.18+ (an older server answers 404 for the endpoint)
+            self.client.create_vector_name(c, field.name, models.DenseVectorNameConfig(
+                dense=models.DenseVectorConfig(size=field.size, distance=models.Distance.COSINE)))
+        except UnexpectedResponse as exc:
+            raise StoreError(f"library '{name}': the Qdrant server could not add the vector field "
+                             f"'{field.name}' (it needs Qdrant 1.18 or later): {exc}") from exc
+        self._vector_names.pop(c, None)
+
+    def update_dense(self, name: str, field: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        if not items:
+            return
+        pvs = [models.PointVectors(id=pid, vector={field: np.asarray(v, dtype=np.float32).tolist()})
+               for pid, v in items]
         self._api.update_vectors(self._check(name), points=pvs, wait=True)
 
     def set_payload(self, name: str, where: Where, payload: dict[str, Any]) -> None:
