@@ -273,6 +273,12 @@ class Settings(BaseSettings):
     corrective_min_coverage: float = Field(default=0.4, ge=0.0, le=1.0)
     #: Corrective grade: passages (best first) whose terms count towards the coverage.
     corrective_depth: int = Field(default=3, ge=1, le=50)
+    #: Corrective grade by meaning (when the dense channel ran): below this best dense cosine of
+    #: the top passages the answer is weak; at or above ``corrective_rescue_similarity`` a low
+    #: coverage is forgiven. Unset: the dense model's calibrated values
+    #: (ragspine.models.registry.GRADE_SIMILARITY; a model without them grades by words alone).
+    corrective_min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
+    corrective_rescue_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
     #: Count searches that find nothing (or abstain) in the library's knowledge-gap log. The log
     #: keeps the user's query as typed, so a query naming a secret is kept; turn it off where
     #: queries themselves must not be stored.

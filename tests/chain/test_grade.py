@@ -48,3 +48,32 @@ def test_channels_must_agree_on_the_top_page() -> None:
 def test_one_channel_has_nothing_to_disagree_with() -> None:
     g = grade("acme", [hit("acme", bm25=1.0)], min_coverage=0.5, depth=3)
     assert g.ok and g.agreement is None
+
+
+def test_meaning_below_the_floor_is_weak_whatever_the_words() -> None:
+    # Every term is there, but the best dense cosine of the first two passages is 0.80 < 0.85.
+    hs = [hit("acme revenue", bm25=3.0, dense=0.80), hit("acme revenue", bm25=2.0, dense=0.78),
+          hit("other", bm25=1.0, dense=0.95)]  # third: outside depth 2
+    g = grade("acme revenue", hs, min_coverage=0.5, depth=2, min_similarity=0.85)
+    assert (g.ok, g.verdict, g.similarity) == (False, "low_similarity", pytest.approx(0.80))
+    assert "0.80 similar" in g.reason() and g.to_json()["similarity"] == 0.8
+    assert grade("acme revenue", hs, min_coverage=0.5, depth=2, min_similarity=0.80).ok  # at the floor: kept
+    assert grade("acme revenue", hs, min_coverage=0.5, depth=2).ok  # no floor: words decide
+
+
+def test_high_meaning_forgives_low_word_coverage() -> None:
+    # terms: turnover, acme, asia; the passage says "revenue" (a paraphrase): coverage 1/3.
+    hs = [hit("acme revenue in europe", bm25=1.0, dense=0.93)]
+    kw = {"min_coverage": 0.5, "depth": 3}
+    assert grade("acme turnover asia", hs, **kw).verdict == "low_coverage"
+    assert grade("acme turnover asia", hs, **kw, rescue_similarity=0.93).ok
+    assert grade("acme turnover asia", hs, **kw, rescue_similarity=0.94).verdict == "low_coverage"
+
+
+def test_similarity_is_zero_when_the_dense_channel_found_none_of_the_top_passages() -> None:
+    hs = [hit("acme", bm25=2.0, dense=None), hit("acme", bm25=1.0, dense=None), hit("x", bm25=None, dense=0.9)]
+    g = grade("acme", hs, min_coverage=0.5, depth=2, min_similarity=0.5)
+    assert (g.verdict, g.similarity) == ("low_similarity", 0.0)
+    # without any dense score the channel did not run: no meaning figure, words alone
+    g = grade("acme", [hit("acme", bm25=1.0)], min_coverage=0.5, depth=2, min_similarity=0.5)
+    assert g.ok and g.similarity is None

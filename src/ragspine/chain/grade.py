@@ -10,6 +10,12 @@ The rule, deterministic and stated once (no model):
 3. **Agreement**: when two or more retrieval channels ran, the top hit must be found by at
    least half of them (a page one channel alone ranks first, the others do not see at all,
    is a weak answer). Channels that ran are those that scored any hit.
+4. **Meaning** (when the dense channel ran and its model has calibrated thresholds): the
+   similarity is the best dense cosine of the first ``depth`` hits' passages (0 when the dense
+   channel found none of them). Below ``min_similarity`` the answer is weak whatever its words;
+   at or above ``rescue_similarity`` a low coverage is forgiven (a paraphrase shares meaning,
+   not terms). The thresholds are per model (:data:`ragspine.models.registry.GRADE_SIMILARITY`),
+   chosen on other dev sets than the ones reported (bench/grade_calibration.py).
 
 A grade that fails says which part failed and with what figures.
 """
@@ -38,11 +44,13 @@ STOPWORDS: frozenset[str] = frozenset(
 @dataclass(frozen=True)
 class Grade:
     ok: bool
-    #: ``no_hits``, ``low_coverage``, ``channels_disagree`` or ``ok``.
+    #: ``no_hits``, ``low_similarity``, ``low_coverage``, ``channels_disagree`` or ``ok``.
     verdict: str
     coverage: float | None = None
     agreement: float | None = None
     missing_terms: tuple[str, ...] = ()
+    #: Best dense cosine of the first ``depth`` hits; None when the dense channel did not run.
+    similarity: float | None = None
 
     def reason(self) -> str:
         if self.verdict == "no_hits":
@@ -50,13 +58,15 @@ class Grade:
         if self.verdict == "low_coverage":
             return (f"the top passages contain {self.coverage:.0%} of the query's terms "
                     f"(missing: {', '.join(self.missing_terms[:8])})")
+        if self.verdict == "low_similarity":
+            return f"the top passages are {self.similarity:.2f} similar in meaning to the query"
         if self.verdict == "channels_disagree":
             return f"only {self.agreement:.0%} of the channels that ran found the top page"
         return "the top passages answer the query's terms"
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "verdict": self.verdict, "coverage": _round(self.coverage),
-                "agreement": _round(self.agreement), "reason": self.reason()}
+                "agreement": _round(self.agreement), "similarity": _round(self.similarity), "reason": self.reason()}
 
 
 def content_terms(query: str) -> list[str]:
@@ -64,12 +74,23 @@ def content_terms(query: str) -> list[str]:
     return [t for t in dict.fromkeys(tokenize(query)) if t not in STOPWORDS and (len(t) > 1 or not t.isascii())]
 
 
-def grade(queries: str | Sequence[str], hits: Sequence[SearchHit], *, min_coverage: float, depth: int) -> Grade:
+def similarity(hits: Sequence[SearchHit], depth: int) -> float | None:
+    """The best dense cosine of the first ``depth`` hits; 0.0 when the dense channel scored
+    other hits but none of these; None when it scored none (it did not run)."""
+    if not any(h.scores.get("dense") is not None for h in hits):
+        return None
+    return max((float(h.scores["dense"]) for h in hits[:depth] if h.scores.get("dense") is not None), default=0.0)
+
+
+def grade(queries: str | Sequence[str], hits: Sequence[SearchHit], *, min_coverage: float, depth: int,
+          min_similarity: float | None = None, rescue_similarity: float | None = None) -> Grade:
     """Grade ``hits`` for ``queries``: the query, or the query and the variants searched (the
     coverage is the best of them: ``turnover`` is covered by a page that says ``revenue`` when
-    the glossary's variant said ``revenue``)."""
+    the glossary's variant said ``revenue``). ``min_similarity`` / ``rescue_similarity``: the
+    dense model's thresholds (None: that part of the rule is off)."""
     if not hits:
         return Grade(False, "no_hits")
+    sim = similarity(hits, depth)
     found: set[str] = set()
     for h in hits[:depth]:
         found.update(tokenize(h.text))
@@ -88,11 +109,14 @@ def grade(queries: str | Sequence[str], hits: Sequence[SearchHit], *, min_covera
     agreement: float | None = None
     if len(ran) >= 2:
         agreement = sum(hits[0].scores.get(c) is not None for c in ran) / len(ran)
-    if coverage is not None and coverage < min_coverage:
-        return Grade(False, "low_coverage", coverage, agreement, missing)
+    if sim is not None and min_similarity is not None and sim < min_similarity:
+        return Grade(False, "low_similarity", coverage, agreement, missing, sim)
+    rescued = sim is not None and rescue_similarity is not None and sim >= rescue_similarity
+    if coverage is not None and coverage < min_coverage and not rescued:
+        return Grade(False, "low_coverage", coverage, agreement, missing, sim)
     if agreement is not None and agreement < 0.5:
-        return Grade(False, "channels_disagree", coverage, agreement, missing)
-    return Grade(True, "ok", coverage, agreement, missing)
+        return Grade(False, "channels_disagree", coverage, agreement, missing, sim)
+    return Grade(True, "ok", coverage, agreement, missing, sim)
 
 
 def _round(x: float | None) -> float | None:

@@ -32,6 +32,7 @@ from typing import Any
 from ragspine.chain.gaps import GapLog
 from ragspine.chain.glossary import Glossaries
 from ragspine.chain.grade import Grade, grade
+from ragspine.models.registry import grade_similarity
 from ragspine.chain.postprocess import lost_in_middle, mmr
 from ragspine.chain.rewrite import Rewriter, Variant
 from ragspine.config import Settings
@@ -173,8 +174,12 @@ class QueryChain:
         return run
 
     def _grade(self, run: _Run) -> Grade:
-        return grade([v.query for v in run.variants], run.response.hits,
-                     min_coverage=self.settings.corrective_min_coverage, depth=self.settings.corrective_depth)
+        s = self.settings
+        dense = self.searcher.models.dense
+        low, rescue = grade_similarity(getattr(dense, "model_id", None), s.corrective_min_similarity,
+                                       s.corrective_rescue_similarity)
+        return grade([v.query for v in run.variants], run.response.hits, min_coverage=s.corrective_min_coverage,
+                     depth=s.corrective_depth, min_similarity=low, rescue_similarity=rescue)
 
     # -- after the search -----------------------------------------------------------------------
 

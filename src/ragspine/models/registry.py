@@ -60,6 +60,21 @@ KNOWN_LANGUAGES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: The corrective grade's meaning thresholds per dense model, ``(min_similarity,
+#: rescue_similarity)`` on the best dense cosine of the top passages (ragspine.chain.grade),
+#: chosen by bench/grade_calibration.py on TAT-QA, Cranfield and CMRC2018 - never on
+#: MMLongBench, where the abstention table is reported. A model not listed grades by words.
+GRADE_SIMILARITY: dict[str, tuple[float | None, float | None]] = {}
+
+
+def grade_similarity(model_id: str | None, min_similarity: float | None = None,
+                     rescue_similarity: float | None = None) -> tuple[float | None, float | None]:
+    """The thresholds to grade with: those configured, else the model's calibrated ones."""
+    known = GRADE_SIMILARITY.get(str(model_id), (None, None))
+    return (min_similarity if min_similarity is not None else known[0],
+            rescue_similarity if rescue_similarity is not None else known[1])
+
+
 #: Languages of the rerankers whose training data is known. ms-marco and ColBERTv2 are trained on
 #: English MS MARCO only; bge-reranker-v2-m3 and jina-reranker-v2 are multilingual (Chinese too).
 KNOWN_RERANKER_LANGUAGES: dict[str, tuple[str, ...]] = {
