@@ -46,3 +46,12 @@ def test_choose_takes_the_most_unanswerable_abstentions_within_the_budget() -> N
     pair, r = gc.choose(ex, 0.5, 0.25, pairs)
     assert pair == (0.89, 0.92) and r["s"] == {"answerable": 0.25, "unanswerable": 1.0}
     assert gc.choose(ex, 0.5, 0.2, pairs) is None  # even words alone abstain on 1/4
+
+
+def test_bm25_gap_sorts_differences_into_their_causes() -> None:
+    gap = load_bench("bm25_gap")
+    ours = [("a", 3.0), ("b", 2.0), ("c", 2.0)]
+    assert gap.cause(ours, {"a": 3.0, "b": 2.0, "c": 2.0}, ["a", "b", "c"]) is None
+    assert gap.cause(ours, {"a": 3.0, "b": 2.0, "c": 2.0}, ["a", "c", "b"]) == "ties"
+    assert gap.cause(ours, {"a": 3.0, "b": 3.5, "c": 2.0}, ["b", "a", "c"]) == "scores"
+    assert gap.cause(ours, {"a": 3.0, "b": 2.0, "d": 2.5}, ["a", "d", "b"]) == "depth"
