@@ -1,6 +1,6 @@
 """The BM25 channel weights chosen by leave-one-dataset-out (bench/fusion_loo.py): with BM25
 ranking alone the page channel decides the order and the passage search only picks each page's
-citation; beside a dense channel the passage channel ranks too (weight 1 against page 1.5).
+citation; beside a dense channel the passage channel ranks too (weight 0.75 against page 1.5).
 
 Expected fused scores are worked out here from each hit's own channel scores: a page's rank in
 a channel is its position when the hits are sorted by that channel's score, and its fused score
@@ -58,11 +58,11 @@ def test_passage_weight_resolves_by_what_ranks_beside_bm25() -> None:
     s = Settings()
     assert s.bm25_chunk_weight is None and s.bm25_page_weight == 1.5
     assert s.passage_weight(alone=True) == 0.0
-    assert s.passage_weight(alone=False) == DEFAULT_BM25_CHUNK_WEIGHT == 1.0
+    assert s.passage_weight(alone=False) == DEFAULT_BM25_CHUNK_WEIGHT == 0.75
     assert Settings(bm25_chunk_weight=0.5).passage_weight(alone=True) == 0.5  # set: always that
     assert Settings(bm25_chunk_weight=0.5).passage_weight(alone=False) == 0.5
     # the page channel off: the passage channel is all BM25 has, even alone
-    assert Settings(bm25_page_weight=0).passage_weight(alone=True) == 1.0
+    assert Settings(bm25_page_weight=0).passage_weight(alone=True) == 0.75
     with pytest.raises(ValueError, match="cannot both be 0"):
         Settings(bm25_chunk_weight=0, bm25_page_weight=0)
 
@@ -134,7 +134,7 @@ def test_beside_the_dense_channel_the_passage_channel_ranks(data_dir: Path) -> N
         out = eng.search({"query": QUERY, "libraries": ["lib"], "mode": "hybrid", "top_k": 10})
         assert any(h.scores["dense"] is not None for h in out.hits)
         s = eng.settings
-        want = _expected_fused(out.hits, {"bm25": 1.0, "bm25_page": 1.5, "dense": s.dense_weight}, s.rrf_k)
+        want = _expected_fused(out.hits, {"bm25": 0.75, "bm25_page": 1.5, "dense": s.dense_weight}, s.rrf_k)
         assert {h.doc_id: h.scores["fused"] for h in out.hits} == pytest.approx(want, rel=1e-9)
     finally:
         eng.close()
