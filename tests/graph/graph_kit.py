@@ -22,6 +22,7 @@ def clean_settings(**kw: object) -> Settings:
         for k in list(os.environ):
             if k.startswith("RAGSPINE_"):
                 mp.delenv(k, raising=False)
+        kw.setdefault("dense_model", "none")  # as tests/conftest.py pins it: no dense channel unless asked
         return Settings(**kw)  # type: ignore[arg-type]
 
 

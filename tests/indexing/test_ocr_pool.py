@@ -215,7 +215,7 @@ def test_a_script_without_a_main_guard_still_ingests_a_scan(tmp_path: Path) -> N
     script.write_text(SCRIPT)
     pdf = tmp_path / "scan.pdf"
     pdf.write_bytes(scans.scan_pdf([ScanPage([Line("Container volumes doubled", y=240)])]))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}, "RAGSPINE_DENSE_MODEL": "none"}
     r = subprocess.run([sys.executable, str(script), str(tmp_path / "data"), str(pdf)], capture_output=True,
                        text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -41,6 +41,7 @@ def clean_settings(**kw: Any) -> Settings:
         for k in list(os.environ):
             if k.startswith("RAGSPINE_"):
                 mp.delenv(k, raising=False)
+        kw.setdefault("dense_model", "none")  # as tests/conftest.py pins it: no dense channel unless asked
         return Settings(**kw)
 
 
@@ -280,7 +281,7 @@ def serve_process(data_dir: Path, *, env: Mapping[str, str] | None = None, timeo
 
     port = free_port()
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}
-    full_env.update({"RAGSPINE_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1"})
+    full_env.update({"RAGSPINE_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1", "RAGSPINE_DENSE_MODEL": "none"})
     full_env.update(env or {})
     log_path = log_path or Path(data_dir).parent / f"serve-{port}.log"
     log = open(log_path, "wb")

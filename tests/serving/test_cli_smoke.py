@@ -49,6 +49,7 @@ def cli_data(tmp_path_factory: pytest.TempPathFactory, pdf_dir: Path) -> Path:
         for k in list(os.environ):
             if k.startswith("RAGSPINE_"):
                 mp.delenv(k)
+        mp.setenv("RAGSPINE_DENSE_MODEL", "none")  # BM25 only, as every test here expects
         assert main(["--data-dir", str(data), "ingest", str(pdf_dir / "acme.pdf"), "--library", "lib", "-q",
                      "--meta", "entity=acme", "--meta", "period=2023"]) == 0
         assert main(["--data-dir", str(data), "ingest", str(pdf_dir / "globex.pdf"), "--library", "lib", "-q",
@@ -235,7 +236,7 @@ def test_bad_setting_in_the_environment_is_one_line(capsys: pytest.CaptureFixtur
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}, "RAGSPINE_DENSE_MODEL": "none"}
 
 
 @pytest.mark.integration

@@ -30,7 +30,7 @@ RAGSPINE = [sys.executable, "-m", "ragspine.cli"]
 
 
 def _env(data_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}, "RAGSPINE_DENSE_MODEL": "none"}
     env.update({"RAGSPINE_DATA_DIR": str(data_dir), "RAGSPINE_RERANKER": "none",
                 "OMP_NUM_THREADS": "1"})
     return env

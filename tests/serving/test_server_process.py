@@ -178,7 +178,7 @@ def test_concurrent_clients_on_a_real_server(http: httpx.Client, server: tuple[s
 def test_cli_on_a_data_dir_in_use_fails_with_one_line(server: tuple[str, Path], http: httpx.Client) -> None:
     """The embedded store is single-process: the CLI on a served data dir is refused clearly."""
     _ensure_library(http, "gen")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")},
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}, "RAGSPINE_DENSE_MODEL": "none",
            "RAGSPINE_DATA_DIR": str(server[1])}
     r = subprocess.run([*ragspine_command(), "search", "revenue", "--library", "gen"],
                        capture_output=True, text=True, timeout=120, env=env)
