@@ -12,11 +12,11 @@ unanswerable questions by giving them no judged page; with the corrective loop o
 and the table shows the share of each kind the loop abstained on. nDCG@10 is over the
 answerable questions, an abstention scoring 0.
 
-With a dense model (``--dense-model``, or the default one) and ``--mode economy``, the corrective
-rows come twice: graded by words alone (the meaning thresholds set out of reach: floor -1,
-rescue 1.0) and by words and meaning with the model's calibrated thresholds
-(``ragspine.models.registry.GRADE_SIMILARITY``, chosen by bench/grade_calibration.py on other
-sets): the before and after of the meaning grade.
+With a dense model (``--dense-model``, or the default one), ``--mode economy`` and meaning
+thresholds (``--min-similarity`` / ``--rescue-similarity``, e.g. those bench/grade_calibration.py
+chose on other sets), the corrective rows come twice: graded by words alone (the thresholds out
+of reach: floor -1, rescue 1.0) and by words and meaning: the before and after of the meaning
+grade.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def main() -> int:
     ap.add_argument("--ocr", choices=["auto", "full", "off"], default="off")
     ap.add_argument("--mode", default="bm25")
     ap.add_argument("--dense-model", default=None, help="dense model (default: RAGSPINE_DENSE_MODEL's default); none = off")
+    ap.add_argument("--min-similarity", type=float, default=None, help="corrective grade's meaning floor")
+    ap.add_argument("--rescue-similarity", type=float, default=None, help="corrective grade's meaning rescue")
     ap.add_argument("--limit", type=int, default=None, help="first N judged (and N unjudged) queries")
     ap.add_argument("--json", type=Path, default=None, help="also write all results here")
     args = ap.parse_args()
@@ -52,15 +54,20 @@ def main() -> int:
     variants: dict[str, dict[str, float]] = {"plain": {}}
     chain: dict[str, ChainFlags] = {}
     settings = Settings(ocr=args.ocr, reranker="none", device="cpu", dense_model=args.dense_model)
-    meaning = settings.dense_model is not None and args.mode not in ("bm25", "lexical")
+    meaning = (settings.dense_model is not None and args.mode not in ("bm25", "lexical")
+               and (args.min_similarity is not None or args.rescue_similarity is not None))
     for t in THRESHOLDS:
         if meaning:
             name = f"corrective cov>={t:g}, words only"
             variants[name] = {"corrective_min_coverage": t, "corrective_min_similarity": -1.0,
                               "corrective_rescue_similarity": 1.0}
             chain[name] = ChainFlags(corrective=True)
-        name = f"corrective cov>={t:g}" + (", words + meaning" if meaning else "")
-        variants[name] = {"corrective_min_coverage": t}
+            name = f"corrective cov>={t:g}, words + meaning"
+            variants[name] = {"corrective_min_coverage": t, "corrective_min_similarity": args.min_similarity,
+                              "corrective_rescue_similarity": args.rescue_similarity}
+        else:
+            name = f"corrective cov>={t:g}"
+            variants[name] = {"corrective_min_coverage": t}
         chain[name] = ChainFlags(corrective=True)
     variants["mmr"] = {}
     chain["mmr"] = ChainFlags(postprocess=("mmr",))

