@@ -11,11 +11,13 @@ For each set (``../shared/data``; MMLongBench with OCR off) the corpus is indexe
 - ``plain``: bm25s (Lucene IDF, k1 and b from the settings) indexed on the page texts ragspine
   stored, tokenized by ragspine's own tokenizer, queried with the query's tokens.
 
-Printed per set: both nDCG@10 and the gap, and the queries whose top 10 differ, sorted into
-causes by looking at the two engines' scores of the same pages: **ties** (the same pages with
-the same scores, within 1e-4 relative, in another order: only the tie-break differs), **scores**
-(a page's score differs: the formula, the statistics, or the query's term counts), and
-**depth** (a page one engine returns within its 100 that the other does not score at all).
+Printed per set: both nDCG@10 of each engine's own order and the gap; the queries whose top 10
+differ, sorted into causes by looking at the two engines' scores of the same pages: **ties**
+(the same pages with proportional scores, within 1e-4 relative, in another order: only the
+tie-break differs), **scores** (scores not proportional: the formula, the statistics, or the
+query's term counts), and **depth** (a page one engine returns within its 100 that the other
+does not score at all); and both nDCG@10 again with each engine's pages ranked by their scores
+(ranx puts equal scores in one order for both), which is equal when ties are the whole story.
 A gap over 0.001 must be explained by these before anything is fused on top.
 """
 
@@ -37,20 +39,19 @@ TOP = 100
 
 def cause(ours: list[tuple[str, float]], plain: dict[str, float], plain_top: list[str]) -> str | None:
     """Why two top-10s differ (None: they do not): a page of either top 10 the other did not
-    score (``depth``), a page scored differently (``scores``), else only the order of equal
-    scores (``ties``)."""
+    score (``depth``), scores not proportional to each other (``scores``: the two may differ by
+    a constant factor, Lucene's BM25 leaves out the ``k1 + 1`` of the numerator), else only the
+    order of equal scores (``ties``)."""
     a, b = [d for d, _ in ours[:10]], plain_top[:10]
     if a == b:
         return None
     mine = dict(ours)
-
-    def close(x: float, y: float) -> bool:
-        return abs(x - y) <= 1e-4 * max(1.0, abs(x))
-
     for d in a + b:
         if d not in mine or d not in plain:
             return "depth"
-        if not close(mine[d], plain[d]):
+    scale = mine[a[0]] / plain[a[0]] if plain[a[0]] else 1.0
+    for d in a + b:
+        if abs(mine[d] - scale * plain[d]) > 1e-4 * max(1.0, abs(mine[d])):
             return "scores"
     return "ties"
 
@@ -95,6 +96,8 @@ def main() -> int:
             run_ours: dict[str, dict[str, float]] = {}
             run_plain: dict[str, dict[str, float]] = {}
             causes: dict[str, int] = {}
+            by_score_ours: dict[str, dict[str, float]] = {}
+            by_score_plain: dict[str, dict[str, float]] = {}
             for q in judged:
                 text = clean_query(ix.dataset.queries[q], s.max_query_chars)
                 toks = tokenize(text)
@@ -107,6 +110,10 @@ def main() -> int:
                 plain_top = [d for d in plain]  # retrieve returns best first
                 run_ours[q] = {d: float(TOP - i) for i, (d, _) in enumerate(ours)} or {"-": 0.0}
                 run_plain[q] = {d: float(TOP - i) for i, d in enumerate(plain_top)} or {"-": 0.0}
+                # the same pages by their own scores: ranx orders equal scores alike for both
+                scale = (ours[0][1] / plain[ours[0][0]]) if ours and plain.get(ours[0][0]) else 1.0
+                by_score_ours[q] = {d: sc for d, sc in ours} or {"-": 0.0}
+                by_score_plain[q] = {d: round(scale * sc, 6) for d, sc in plain.items()} or {"-": 0.0}
                 c = cause(ours, plain, plain_top)
                 if c is not None:
                     causes[c] = causes.get(c, 0) + 1
@@ -114,9 +121,14 @@ def main() -> int:
             a = float(ranx.evaluate(qrels, ranx.Run(run_ours), "ndcg@10", make_comparable=True))
             b = float(ranx.evaluate(qrels, ranx.Run(run_plain), "ndcg@10", make_comparable=True))
             flag = "  <- over 0.001" if abs(a - b) > 0.001 else ""
+            so = float(ranx.evaluate(qrels, ranx.Run({q: {d: round(v, 6) for d, v in r.items()} for q, r in by_score_ours.items()}),
+                                     "ndcg@10", make_comparable=True))
+            sp = float(ranx.evaluate(qrels, ranx.Run(by_score_plain), "ndcg@10", make_comparable=True))
             print(f"{name}: {len(run_ours)} queries; nDCG@10 ragspine {a:.4f}, plain {b:.4f}, gap {a - b:+.4f}{flag}; "
                   f"top 10 differ on {sum(causes.values())} ({', '.join(f'{k} {v}' for k, v in sorted(causes.items())) or '-'}); "
                   f"{time.perf_counter() - t0:.0f} s", flush=True)
+            print(f"  by their own scores (equal scores in one order for both): ragspine {so:.4f}, plain {sp:.4f}, "
+                  f"gap {so - sp:+.4f}", flush=True)
     return 0
 
 

@@ -99,15 +99,18 @@ class Indexed:
 
 @contextmanager
 def indexed(settings: Settings, root: Path, *, split: str = "dev", with_title: bool = True,
-            progress: bool = False) -> Iterator[Indexed]:
-    """Index ``root`` as :func:`evaluate` does, for a benchmark that searches it its own way;
-    the index goes away afterwards."""
+            reweight: bool = True, progress: bool = False) -> Iterator[Indexed]:
+    """Index ``root`` as :func:`evaluate` does (BM25 weights rebuilt with the final average
+    lengths, ``reweight``), for a benchmark that searches it its own way; the index goes away
+    afterwards."""
     ds = load_dataset(Path(root), split)
     with _workspace(settings, ds.name, None) as (engine, library):
         if ds.layout == "pdf":
             names, counts = _ingest_pdfs(engine, library, ds, progress)
         else:
             names, counts = _ingest_beir(engine, library, ds, with_title, progress)
+        if reweight:
+            engine.reweight(library)
         yield Indexed(engine, library, ds, names, counts)
 
 
