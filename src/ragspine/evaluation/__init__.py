@@ -105,13 +105,19 @@ def indexed(settings: Settings, root: Path, *, split: str = "dev", with_title: b
     afterwards."""
     ds = load_dataset(Path(root), split)
     with _workspace(settings, ds.name, None) as (engine, library):
-        if ds.layout == "pdf":
-            names, counts = _ingest_pdfs(engine, library, ds, progress)
-        else:
-            names, counts = _ingest_beir(engine, library, ds, with_title, progress)
-        if reweight:
-            engine.reweight(library)
+        names, counts = _index(engine, library, ds, with_title, reweight, progress)
         yield Indexed(engine, library, ds, names, counts)
+
+
+def _index(engine: Any, library: str, ds: Dataset, with_title: bool, reweight: bool,
+           progress: bool) -> tuple[dict[str, str], dict[str, Any]]:
+    if ds.layout == "pdf":
+        names, counts = _ingest_pdfs(engine, library, ds, progress)
+    else:
+        names, counts = _ingest_beir(engine, library, ds, with_title, progress)
+    if reweight:
+        engine.reweight(library)
+    return names, counts
 
 
 def _ranx() -> Any:
@@ -227,12 +233,7 @@ def evaluate_variants(
         for name, qc in chains.items():
             qc.search(flags_for(name).request("probe", library, mode, top_k))
         t0 = time.perf_counter()
-        if ds.layout == "pdf":
-            names, counts = _ingest_pdfs(engine, library, ds, progress)
-        else:
-            names, counts = _ingest_beir(engine, library, ds, with_title, progress)
-        if reweight:
-            engine.reweight(library)
+        names, counts = _index(engine, library, ds, with_title, reweight, progress)
         ingest_seconds = time.perf_counter() - t0
         engine.library(library)
 
