@@ -9,7 +9,9 @@ For each set (``../shared/data``; MMLongBench with OCR off) the corpus is indexe
 - ``ragspine``: ``Engine.search`` in ``bm25`` mode (today's default: the whole-page channel
   ranks, the passage channel only picks each page's citation);
 - ``plain``: bm25s (Lucene IDF, k1 and b from the settings) indexed on the page texts ragspine
-  stored, tokenized by ragspine's own tokenizer, queried with the query's tokens.
+  stored, tokenized by ragspine's own tokenizer, queried with the query's tokens. Pages without
+  a word are left out of its index, as ragspine gives them no BM25 vector
+  (``--count-empty-pages`` puts them in: they raise bm25s's N, hence every IDF).
 
 Printed per set: both nDCG@10 of each engine's own order and the gap; the queries whose top 10
 differ, sorted into causes by looking at the two engines' scores of the same pages: **ties**
@@ -69,6 +71,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", default=",".join(SETS))
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--count-empty-pages", action="store_true",
+                    help="index pages without a word in bm25s too (they change its N, hence every IDF)")
     args = ap.parse_args()
     if not DATA.is_dir():
         print(f"no evaluation data at {DATA}; nothing to compare")
@@ -89,9 +93,17 @@ def main() -> int:
                 return f"{n}#p{page}" if pdf else n
 
             recs = ix.engine.store.scroll(ix.library, Where(kind=KIND_PAGE, live=True), fields=("doc_id", "page", "text"))
-            ids = [cid(r.payload["doc_id"], int(r.payload["page"])) for r in recs]
+            tokens = [tokenize(r.payload.get("text", "")) for r in recs]
+            # A page without a word (an image-only page with OCR off) has no BM25 vector in
+            # ragspine, so it is no document for the IDF; bm25s would count it in N.
+            empty = sum(1 for t in tokens if not t)
+            if args.count_empty_pages:
+                kept = list(range(len(recs)))
+            else:
+                kept = [i for i, t in enumerate(tokens) if t]
+            ids = [cid(recs[i].payload["doc_id"], int(recs[i].payload["page"])) for i in kept]
             plain_index = bm25s.BM25(k1=s.bm25_k1, b=s.bm25_b, method="lucene")
-            plain_index.index([tokenize(r.payload.get("text", "")) for r in recs], show_progress=False)
+            plain_index.index([tokens[i] for i in kept], show_progress=False)
             judged = [q for q in ix.dataset.queries if q in ix.dataset.qrels][: args.limit]
             run_ours: dict[str, dict[str, float]] = {}
             run_plain: dict[str, dict[str, float]] = {}
@@ -124,7 +136,8 @@ def main() -> int:
             so = float(ranx.evaluate(qrels, ranx.Run({q: {d: round(v, 6) for d, v in r.items()} for q, r in by_score_ours.items()}),
                                      "ndcg@10", make_comparable=True))
             sp = float(ranx.evaluate(qrels, ranx.Run(by_score_plain), "ndcg@10", make_comparable=True))
-            print(f"{name}: {len(run_ours)} queries; nDCG@10 ragspine {a:.4f}, plain {b:.4f}, gap {a - b:+.4f}{flag}; "
+            print(f"{name}: {len(recs)} pages ({empty} without a word, {'in' if args.count_empty_pages else 'left out of'} "
+                  f"bm25s's N); {len(run_ours)} queries; nDCG@10 ragspine {a:.4f}, plain {b:.4f}, gap {a - b:+.4f}{flag}; "
                   f"top 10 differ on {sum(causes.values())} ({', '.join(f'{k} {v}' for k, v in sorted(causes.items())) or '-'}); "
                   f"{time.perf_counter() - t0:.0f} s", flush=True)
             print(f"  by their own scores (equal scores in one order for both): ragspine {so:.4f}, plain {sp:.4f}, "
