@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import pdfs
@@ -175,3 +176,26 @@ def test_ingest_writes_each_points_own_classification(engine: Engine) -> None:
         pts = engine.store.scroll(LIB, Where(doc_id=DOC, version=res.version))
         got = {r.payload.get(CLASSIFICATION) for r in pts if r.payload.get("page") == page}
         assert got == {want}
+
+
+class SpyDense:
+    """A dense encoder that remembers every text it was given (a vector per text from its length)."""
+
+    model_id, revision, dim = "spy-dense", "1", 4
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def encode(self, texts: list[str], kind: str = "query") -> np.ndarray:
+        self.seen.extend(texts)
+        return np.array([[1.0, len(t) % 7 + 1.0, 0.5, 0.25] for t in texts], dtype=np.float32)
+
+
+def test_adding_dense_vectors_never_feeds_a_planted_restricted_point_to_the_encoder(
+        planted: tuple[Engine, SpyReranker]) -> None:
+    eng, _ = planted
+    spy = SpyDense()
+    eng.indexer.models.dense = spy  # the models the backfill encodes with
+    r = eng.add_dense(LIB)
+    assert r.passages > 0 and spy.seen
+    assert not any(CANARY.lower() in t.lower() for t in spy.seen)

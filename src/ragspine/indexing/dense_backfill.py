@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragspine.catalog import DENSE_CHUNK, identity
 from ragspine.errors import InvalidRequestError, ModelMismatchError
+from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.store.base import KIND_CHUNK, DenseField, Where
 
 if TYPE_CHECKING:
@@ -96,7 +97,10 @@ def fill_if_added(ix: Indexer, library: str, written_with: Any, doc_id: str, ver
 
 def _fill(ix: Indexer, library: str, where: Where, model: Any,
           progress: Callable[[int, int], None] | None) -> int:
-    recs = ix.store.scroll(library, where, fields=("text",))
+    # A RESTRICTED point is never written by indexing; one that reached the store another way
+    # still never reaches the encoder (it gets no vector, so the dense channel cannot find it).
+    recs = [r for r in ix.store.scroll(library, where, fields=("text", "sensitivity", CLASSIFICATION))
+            if not point_restricted(r.payload)]
     for i in range(0, len(recs), BATCH):
         part = recs[i:i + BATCH]
         vectors = model.encode([str(r.payload.get("text") or "") for r in part], kind="document")  # (b, dim)
