@@ -698,3 +698,39 @@ def test_server_store_turns_a_lost_create_race_and_a_dead_server_into_store_erro
     with pytest.raises(StoreError, match="unreachable"):
         dead.retrieve("lib", [pid(1)])
     dead.close()
+
+
+def test_a_dense_field_joins_an_existing_collection_and_keeps_what_was_there(store: Store) -> None:
+    store.create_collection("lib", CollectionSpec())
+    payload = {"kind": KIND_CHUNK, "doc_id": "a", "text": "hello"}
+    store.upsert("lib", [PointData(pid(1), payload, {SPARSE_CHUNK: sv({10: 1.0})}),
+                         PointData(pid(2), {"kind": KIND_CHUNK, "doc_id": "b"}, {SPARSE_CHUNK: sv({11: 1.0})})])
+    with pytest.raises(ValueError, match="library 'lib' has no dense vector field 'dense_new'"):
+        store.retrieve_vectors("lib", [pid(1)], "dense_new")
+    store.add_dense_field("lib", DenseField("dense_new", 3))
+    store.update_dense("lib", "dense_new", [(pid(1), np.array([1.0, 0.0, 0.0])), (pid(2), np.array([0.0, 1.0, 0.0]))])
+    store.add_dense_field("lib", DenseField("dense_new", 3))  # already there: nothing changes
+    got = store.retrieve_vectors("lib", [pid(1), pid(2)], "dense_new")
+    np.testing.assert_allclose(got[pid(1)], [1.0, 0.0, 0.0], atol=1e-6)
+    hits = store.search_dense("lib", "dense_new", [0.9, 0.1, 0.0], Where(), 2)
+    assert [h.id for h in hits] == [pid(1), pid(2)]
+    assert [r.payload for r in store.retrieve("lib", [pid(1)])] == [payload]  # payload and sparse kept
+    assert [h.id for h in store.search_sparse("lib", SPARSE_CHUNK, sv({10: 1.0}), Where(), 10)] == [pid(1)]
+    store.update_dense("lib", "dense_new", [])  # a no-op
+
+
+@pytest.mark.parametrize("field", [
+    DenseField("mv", 3, multivector=True),
+    DenseField("q", 3, quantization="scalar"),
+    DenseField("half", 3, datatype="float16"),
+    DenseField("dot", 3, distance="dot"),
+])
+def test_only_a_plain_single_vector_can_join_later(store: Store, field: DenseField) -> None:
+    store.create_collection("lib", CollectionSpec())
+    store.upsert("lib", [PointData(pid(1), {"kind": KIND_CHUNK}, {SPARSE_CHUNK: sv({10: 1.0})})])
+    with pytest.raises(ValueError, match="only a float32 cosine single vector"):
+        store.add_dense_field("lib", field)
+    with pytest.raises(ValueError, match=f"no dense vector field '{field.name}'"):
+        store.update_dense("lib", field.name, [(pid(1), np.ones(3))])
+    with pytest.raises(ValueError, match="no dense vector field 'mv'"):
+        store.retrieve_vectors("lib", [pid(1)], "mv")  # nothing was added

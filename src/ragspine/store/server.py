@@ -299,9 +299,20 @@ class ServerStore:
                              f"'{field.name}' (it needs Qdrant 1.18 or later): {exc}") from exc
         self._vector_names.pop(c, None)
 
+    def _require_field(self, name: str, c: str, field: str) -> None:
+        # A server rejects an unknown vector name but the in-memory double answers with nothing
+        # (or stores it); checking the collection's config makes both say the same.
+        vectors = self._vector_names.get(c)
+        if vectors is None:  # asked once; add_dense_field forgets it
+            params = self._api.get_collection(c).config.params.vectors
+            vectors = self._vector_names[c] = frozenset(params) if isinstance(params, dict) else frozenset()
+        if field not in vectors:
+            raise ValueError(f"library '{name}' has no dense vector field '{field}'")
+
     def update_dense(self, name: str, field: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
         if not items:
             return
+        self._require_field(name, self._check(name), field)
         pvs = [models.PointVectors(id=pid, vector={field: np.asarray(v, dtype=np.float32).tolist()})
                for pid, v in items]
         self._api.update_vectors(self._check(name), points=pvs, wait=True)
@@ -368,14 +379,7 @@ class ServerStore:
 
     def retrieve_vectors(self, name: str, ids: Sequence[str], field: str) -> dict[str, np.ndarray]:
         c = self._check(name)
-        # A server rejects an unknown vector name but the in-memory double answers with nothing;
-        # checking the collection's config makes both say the same.
-        vectors = self._vector_names.get(c)
-        if vectors is None:  # a collection's vector fields never change: asked once
-            params = self._api.get_collection(c).config.params.vectors
-            vectors = self._vector_names[c] = frozenset(params) if isinstance(params, dict) else frozenset()
-        if field not in vectors:
-            raise ValueError(f"library '{name}' has no dense vector field '{field}'")
+        self._require_field(name, c, field)
         if not ids:
             return {}
         # Qdrant returns the stored originals, also for a quantized field.
