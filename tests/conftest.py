@@ -34,6 +34,25 @@ if _TESTS not in sys.path:
 from ragspine.config import Settings  # noqa: E402
 from ragspine.engine import Engine  # noqa: E402
 
+
+def strict_replies() -> None:
+    """Make every response model of the API (:mod:`ragspine.api`) refuse fields it does not
+    declare. In production they pass through (an older client must not break on a new field);
+    in the tests a route that sends an undeclared field fails with a 500, so the OpenAPI
+    document and the client's models cannot fall behind what the server sends. Rebuilt twice:
+    a model embeds the schemas of the models it nests as they were when it was built."""
+    from ragspine.api._base import reply_models
+
+    models = reply_models()
+    for cls in models:
+        cls.model_config["extra"] = "forbid"
+    for _ in range(2):
+        for cls in models:
+            cls.model_rebuild(force=True)
+
+
+strict_replies()  # before any app is built: FastAPI reads the models when a route is added
+
 #: Set by `make test` (and so CI): every optional package the suite exercises must import, or
 #: the run stops before the first test. Without it a broken extra would turn the model, Ray and
 #: architecture tests into quiet skips.

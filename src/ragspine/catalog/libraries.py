@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragspine.api.names import DOC_ID_PATTERN, LIBRARY_NAME_PATTERN
 from ragspine.catalog.ids import point_id
 from ragspine.catalog.leases import Lease, WriterLeases
 from ragspine.errors import (
@@ -40,8 +41,8 @@ from ragspine.store.base import (
     Where,
 )
 
-LIBRARY_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+LIBRARY_NAME_RE = re.compile(LIBRARY_NAME_PATTERN)
+DOC_ID_RE = re.compile(DOC_ID_PATTERN)
 BM25_MODEL = "ragspine-bm25"
 #: Vector fields written by models: the full page multivector and its first-stage copy (a
 #: pooled multivector, or one MUVERA encoding) on page points, the dense passage vector on

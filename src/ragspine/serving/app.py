@@ -22,10 +22,9 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
-from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ragspine import __version__
+from ragspine import __version__, api
 from ragspine.config import Settings
 from ragspine.engine import Engine
 from ragspine.errors import (
@@ -35,16 +34,16 @@ from ragspine.errors import (
     OversizeError,
     RagspineError,
 )
-from ragspine.indexing.pdf import sniff_pdf
 from ragspine.indexing import parse_metadata
+from ragspine.indexing.pdf import sniff_pdf
 from ragspine.retrieval.explain import heatmap_png
-from ragspine.retrieval.search import SearchRequest
 from ragspine.serving.auth import Auth, Principal
 from ragspine.serving.chain_routes import chain_router
 from ragspine.serving.graph_routes import graph_router
 from ragspine.serving.jobs import Job, JobRecords, JobRunner
 from ragspine.serving.metrics import Metrics
-from ragspine.serving.openapi import PROBLEM, problem_openapi
+from ragspine.serving.openapi import PROBLEM, problem_openapi, typed
+from ragspine.serving.params import DocId, JobId, Lib, PageNo
 from ragspine.serving.web_routes import mount_web
 
 logger = logging.getLogger(__name__)
@@ -58,11 +57,6 @@ def problem(status: int, type_: str, title: str, detail: str) -> JSONResponse:
         status_code=status,
         media_type=PROBLEM,
     )
-
-
-class CreateLibrary(BaseModel):
-    model_config = {"extra": "forbid"}
-    name: str = Field(description="1-63 lowercase letters, digits, '-' or '_'")
 
 
 def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
@@ -104,6 +98,9 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         description="Multimodal retrieval for chart-heavy PDF reports: ranked pages and passages "
         "with citations (document, 1-based page, bbox in PDF points, chunk).",
         lifespan=lifespan,
+        # Operation ids are the route functions' names (search, get_document): what generated
+        # clients call their methods, and what the OpenAPI links (serving.openapi) point at.
+        generate_unique_id_function=lambda route: route.name,
     )
     app.state.engine = eng
     app.state.jobs = jobs
@@ -195,13 +192,13 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
     Who = Annotated[Principal, Depends(auth)]
 
-    @app.post("/v1/libraries", status_code=201, tags=["libraries"])
-    def create_library(body: CreateLibrary, who: Who) -> dict[str, Any]:
+    @app.post("/v1/libraries", status_code=201, tags=["libraries"], **typed(api.LibraryCreated))
+    def create_library(body: api.CreateLibrary, who: Who) -> dict[str, Any]:
         who.require(body.name)
         rec = eng.create_library(body.name)
         return {"name": rec.name, "created_at": rec.created_at, "encoders": rec.encoders}
 
-    @app.get("/v1/libraries", tags=["libraries"])
+    @app.get("/v1/libraries", tags=["libraries"], **typed(api.LibraryList))
     def list_libraries(who: Who) -> dict[str, Any]:
         out = []
         for name in eng.list_libraries():
@@ -213,13 +210,13 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         return {"libraries": out}
 
     @app.delete("/v1/libraries/{lib}", status_code=204, tags=["libraries"])
-    def delete_library(lib: str, who: Who) -> Response:
+    def delete_library(lib: Lib, who: Who) -> Response:
         who.require(lib)
         eng.delete_library(lib)
         return Response(status_code=204)
 
-    @app.post("/v1/libraries/{lib}/dense", tags=["libraries"])
-    def add_dense(lib: str, who: Who) -> dict[str, Any]:
+    @app.post("/v1/libraries/{lib}/dense", tags=["libraries"], **typed(api.DenseAdded))
+    def add_dense(lib: Lib, who: Who) -> dict[str, Any]:
         """Give a library built without dense vectors those of the server's dense model, from
         the passage text it stores (no PDF is parsed again). Answers when done (~100 passages/s
         on 2 cores); ingests into the library wait meanwhile, searches go on without the dense
@@ -229,9 +226,10 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
     # -- documents ----------------------------------------------------------------------------
 
-    @app.post("/v1/libraries/{lib}/documents", status_code=202, tags=["documents"])
+    @app.post("/v1/libraries/{lib}/documents", status_code=202, tags=["documents"], responses={
+        201: {"model": api.Job, "description": "With wait=true: the job, ended"}, 202: {"model": api.Job}})
     async def upload_document(
-        lib: str,
+        lib: Lib,
         request: Request,
         who: Who,
         file: Annotated[UploadFile, File(description="the PDF")],
@@ -321,32 +319,32 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         return JSONResponse(jobs.lookup(job.id), status_code=202,
                             headers={"Location": f"/v1/jobs/{job.id}"})
 
-    @app.get("/v1/jobs/{job_id}", tags=["documents"])
-    def get_job(job_id: str, who: Who) -> dict[str, Any]:
+    @app.get("/v1/jobs/{job_id}", tags=["documents"], **typed(api.Job))
+    def get_job(job_id: JobId, who: Who) -> dict[str, Any]:
         state = jobs.lookup(job_id)  # this replica's, else any replica's (from the store)
         if state is None or not who.allows(state["library"]):
             raise NotFoundError(f"no job '{job_id}'")
         return state
 
-    @app.get("/v1/libraries/{lib}/documents", tags=["documents"])
-    def list_documents(lib: str, who: Who) -> dict[str, Any]:
+    @app.get("/v1/libraries/{lib}/documents", tags=["documents"], **typed(api.DocumentList))
+    def list_documents(lib: Lib, who: Who) -> dict[str, Any]:
         who.require(lib)
         return {"documents": eng.documents(lib)}
 
-    @app.get("/v1/libraries/{lib}/documents/{doc_id}", tags=["documents"])
-    def get_document(lib: str, doc_id: str, who: Who) -> dict[str, Any]:
+    @app.get("/v1/libraries/{lib}/documents/{doc_id}", tags=["documents"], **typed(api.Document))
+    def get_document(lib: Lib, doc_id: DocId, who: Who) -> dict[str, Any]:
         who.require(lib)
         return eng.document(lib, doc_id)
 
     @app.delete("/v1/libraries/{lib}/documents/{doc_id}", status_code=204, tags=["documents"])
-    def delete_document(lib: str, doc_id: str, who: Who) -> Response:
+    def delete_document(lib: Lib, doc_id: DocId, who: Who) -> Response:
         who.require(lib)
         eng.delete_document(lib, doc_id)
         return Response(status_code=204)
 
     @app.get("/v1/libraries/{lib}/documents/{doc_id}/pages/{n}/thumbnail", tags=["documents"],
              response_class=FileResponse)
-    def thumbnail(lib: str, doc_id: str, n: int, who: Who) -> FileResponse:
+    def thumbnail(lib: Lib, doc_id: DocId, n: PageNo, who: Who) -> FileResponse:
         who.require(lib)
         path = eng.thumbnail(lib, doc_id, n)
         return FileResponse(path, media_type="image/png",
@@ -354,7 +352,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
     @app.get("/v1/libraries/{lib}/documents/{doc_id}/pages/{n}/similarity-map", tags=["documents"],
              responses={200: {"content": {"image/png": {}, "application/json": {}}}})
-    def similarity_map_route(lib: str, doc_id: str, n: int, query: str, who: Who,
+    def similarity_map_route(lib: Lib, doc_id: DocId, n: PageNo, query: str, who: Who,
                              format: Literal["png", "json"] = "png") -> Response:
         """The query's patch-level similarity map on a page (needs a page model): a heat-map PNG
         with one pixel per patch, to stretch over the page image, or ``format=json`` for the
@@ -368,8 +366,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
     # -- search -------------------------------------------------------------------------------
 
-    @app.post("/v1/search", tags=["search"])
-    def search(body: SearchRequest, who: Who) -> dict[str, Any]:
+    @app.post("/v1/search", tags=["search"], **typed(api.SearchResponse))
+    def search(body: api.SearchRequest, who: Who) -> dict[str, Any]:
         for lib in body.libraries:
             who.require(lib)
         res = eng.search(body)

@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Depends, File, Query, UploadFile
 from fastapi.responses import Response
 
+from ragspine.api import GapList, GapsCleared, Glossary
 from ragspine.serving.auth import Auth, Principal
+from ragspine.serving.openapi import typed
+from ragspine.serving.params import GapId, Lib
 
 if TYPE_CHECKING:
     from ragspine.engine import Engine
@@ -27,9 +30,9 @@ def chain_router(engine: "Engine", auth: Auth) -> APIRouter:
     router = APIRouter(prefix="/v1/libraries/{lib}")
     Who = Annotated[Principal, Depends(auth)]
 
-    @router.post("/glossary", tags=["query chain"])
+    @router.post("/glossary", tags=["query chain"], **typed(Glossary))
     async def upload_glossary(
-        lib: str,
+        lib: Lib,
         who: Who,
         file: Annotated[UploadFile, File(description="CSV with the header term,synonyms (optional kind: "
                                         "metric, entity, other); synonyms separated by '|'. Or JSON: "
@@ -49,23 +52,23 @@ def chain_router(engine: "Engine", auth: Auth) -> APIRouter:
 
         return await asyncio.to_thread(work)
 
-    @router.get("/glossary", tags=["query chain"])
-    def get_glossary(lib: str, who: Who) -> dict[str, Any]:
+    @router.get("/glossary", tags=["query chain"], **typed(Glossary))
+    def get_glossary(lib: Lib, who: Who) -> dict[str, Any]:
         """The library's glossary (404 when none was uploaded)."""
         who.require(lib)
         engine.library(lib)
         return engine.glossaries.get(lib)
 
     @router.delete("/glossary", status_code=204, tags=["query chain"])
-    def delete_glossary(lib: str, who: Who) -> Response:
+    def delete_glossary(lib: Lib, who: Who) -> Response:
         who.require(lib)
         engine.library(lib)
         engine.glossaries.delete(lib)
         return Response(status_code=204)
 
-    @router.get("/gaps", tags=["query chain"])
+    @router.get("/gaps", tags=["query chain"], **typed(GapList))
     def list_gaps(
-        lib: str,
+        lib: Lib,
         who: Who,
         limit: Annotated[int, Query(ge=1, le=MAX_GAPS_LISTED)] = 100,
     ) -> dict[str, Any]:
@@ -77,15 +80,15 @@ def chain_router(engine: "Engine", auth: Auth) -> APIRouter:
         return {"gaps": engine.gaps.list(lib, limit)}
 
     @router.delete("/gaps/{gap_id}", status_code=204, tags=["query chain"])
-    def delete_gap(lib: str, gap_id: str, who: Who) -> Response:
+    def delete_gap(lib: Lib, gap_id: GapId, who: Who) -> Response:
         """Clear one gap (e.g. once a document that answers it is indexed)."""
         who.require(lib)
         engine.library(lib)
         engine.gaps.delete(lib, gap_id)
         return Response(status_code=204)
 
-    @router.delete("/gaps", tags=["query chain"])
-    def clear_gaps(lib: str, who: Who) -> dict[str, int]:
+    @router.delete("/gaps", tags=["query chain"], **typed(GapsCleared))
+    def clear_gaps(lib: Lib, who: Who) -> dict[str, int]:
         """Clear every gap of the library; says how many there were."""
         who.require(lib)
         engine.library(lib)

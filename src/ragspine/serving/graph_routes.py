@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Path, Query, UploadFile
 
+from ragspine.api import EntityList, GraphNeighbors, GraphPaths, RelationsUploaded
 from ragspine.serving.auth import Auth, Principal
+from ragspine.serving.openapi import typed
+from ragspine.serving.params import Lib
 
 if TYPE_CHECKING:
     from ragspine.engine import Engine
@@ -35,9 +38,9 @@ def graph_router(engine: "Engine", auth: Auth) -> APIRouter:
     Relation = Annotated[str | None, Query(description="relation(s), comma-separated: subsidiary_of, "
                                                       "peer_of, derived_from, mentions, co_occurs_with")]
 
-    @router.post("/relations")
+    @router.post("/relations", **typed(RelationsUploaded))
     async def upload_relations(
-        lib: str,
+        lib: Lib,
         who: Who,
         file: Annotated[UploadFile, File(description="CSV with the header source,relation,target,"
                                         "provenance (optional: source_type, target_type, source_aliases, "
@@ -62,9 +65,9 @@ def graph_router(engine: "Engine", auth: Auth) -> APIRouter:
 
         return await asyncio.to_thread(work)
 
-    @router.get("/entities")
+    @router.get("/entities", **typed(EntityList))
     def entities(
-        lib: str,
+        lib: Lib,
         who: Who,
         q: Annotated[str, Query(max_length=256, description="name or alias (any language); "
                                                             "empty lists every entity")] = "",
@@ -77,9 +80,9 @@ def graph_router(engine: "Engine", auth: Auth) -> APIRouter:
         engine.library(lib)
         return {"entities": [n.to_json() for n in engine.graph.entities(lib, q, type=type, limit=limit)]}
 
-    @router.get("/entities/{entity_id}/neighbors")
+    @router.get("/entities/{entity_id}/neighbors", **typed(GraphNeighbors))
     def neighbors(
-        lib: str,
+        lib: Lib,
         who: Who,
         entity_id: Annotated[str, Path(description="entity id (or a name or alias naming one entity)")],
         relation: Relation = None,
@@ -94,9 +97,9 @@ def graph_router(engine: "Engine", auth: Auth) -> APIRouter:
         return engine.graph.neighbors(lib, entity_id, relation=relation, depth=depth, direction=direction,
                                       limit=limit)
 
-    @router.get("/paths")
+    @router.get("/paths", **typed(GraphPaths))
     def paths(
-        lib: str,
+        lib: Lib,
         who: Who,
         from_: Annotated[str, Query(alias="from", description="entity id, name or alias")],
         to: Annotated[str, Query(description="entity id, name or alias")],

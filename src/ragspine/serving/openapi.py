@@ -20,7 +20,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import BaseModel, Field
+
+from ragspine.api.resources import Problem
 
 PROBLEM = "application/problem+json"
 _REF = {"$ref": "#/components/schemas/Problem"}
@@ -39,14 +40,61 @@ _STATUS = {
 }
 
 
-class Problem(BaseModel):
-    """An error (RFC 9457): ``type`` names the kind (``/problems/<kind>``), ``detail`` says what
-    was received, what is allowed and how to fix it."""
+_LIB = "$response.body#/name"
+#: OpenAPI links: from an operation's response to the operations it leads to, with the
+#: parameters taken from that response. A generated client or a stateful fuzzer
+#: (schemathesis) follows them from a new library to its routes and from an upload to its job.
+#: ``{operationId: {status: {link name: (target operationId, {parameter: runtime expression})}}}``;
+#: ``tests/serving/test_openapi.py`` checks every target and parameter exists.
+LINKS: dict[str, dict[str, dict[str, tuple[str, dict[str, str]]]]] = {
+    "create_library": {"201": {
+        "UploadDocument": ("upload_document", {"lib": _LIB}),
+        "ListDocuments": ("list_documents", {"lib": _LIB}),
+        "AddDense": ("add_dense", {"lib": _LIB}),
+        "UploadRelations": ("upload_relations", {"lib": _LIB}),
+        "ListEntities": ("entities", {"lib": _LIB}),
+        "UploadGlossary": ("upload_glossary", {"lib": _LIB}),
+        "GetGlossary": ("get_glossary", {"lib": _LIB}),
+        "ListGaps": ("list_gaps", {"lib": _LIB}),
+        "DeleteLibrary": ("delete_library", {"lib": _LIB}),
+    }},
+    "upload_document": {
+        "202": {"GetJob": ("get_job", {"job_id": "$response.body#/id"})},
+        "201": {"GetDocument": ("get_document", {"lib": "$response.body#/library",
+                                                 "doc_id": "$response.body#/doc_id"})},
+    },
+    "get_job": {"200": {"GetDocument": ("get_document", {"lib": "$response.body#/library",
+                                                         "doc_id": "$response.body#/doc_id"})}},
+    "list_documents": {"200": {
+        "GetDocument": ("get_document", {"lib": "$request.path.lib",
+                                         "doc_id": "$response.body#/documents/0/doc_id"}),
+    }},
+    "get_document": {"200": {
+        "Thumbnail": ("thumbnail", {"lib": "$request.path.lib", "doc_id": "$response.body#/doc_id",
+                                    "n": "$response.body#/page_numbers/0"}),
+        "SimilarityMap": ("similarity_map_route", {"lib": "$request.path.lib", "doc_id": "$response.body#/doc_id",
+                                                   "n": "$response.body#/page_numbers/0"}),
+        "DeleteDocument": ("delete_document", {"lib": "$request.path.lib", "doc_id": "$response.body#/doc_id"}),
+    }},
+    "search": {"200": {
+        "GetDocument": ("get_document", {"lib": "$response.body#/hits/0/library_id",
+                                         "doc_id": "$response.body#/hits/0/doc_id"}),
+        "Thumbnail": ("thumbnail", {"lib": "$response.body#/hits/0/library_id",
+                                    "doc_id": "$response.body#/hits/0/doc_id", "n": "$response.body#/hits/0/page"}),
+    }},
+    "entities": {"200": {
+        "Neighbors": ("neighbors", {"lib": "$request.path.lib", "entity_id": "$response.body#/entities/0/id"}),
+    }},
+    "list_gaps": {"200": {
+        "DeleteGap": ("delete_gap", {"lib": "$request.path.lib", "gap_id": "$response.body#/gaps/0/gap_id"}),
+    }},
+}
 
-    type: str = Field(examples=["/problems/library-not-found"])
-    title: str = Field(examples=["Not found"])
-    status: int = Field(ge=400, le=599, examples=[404])
-    detail: str = Field(examples=["unknown library 'reports'"])
+
+def typed(model: type) -> dict[str, Any]:
+    """A route's declared response: validated against the API's model (:mod:`ragspine.api`)
+    before it is sent, with the fields the route left out (``via`` without ``expand``) left out."""
+    return {"response_model": model, "response_model_exclude_unset": True}
 
 
 def _statuses(path: str, op: dict[str, Any]) -> set[int]:
@@ -82,6 +130,10 @@ def problem_openapi(app: FastAPI) -> None:
                     if resp.get("description") in (None, "", "Validation Error"):
                         resp["description"] = _STATUS.get(int(code), "Error")
                 op["responses"] = dict(sorted(responses.items()))
+                for code, links in LINKS.get(op.get("operationId", ""), {}).items():
+                    responses[code]["links"] = {
+                        name: {"operationId": target, "parameters": params}
+                        for name, (target, params) in links.items()}
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components["Problem"] = Problem.model_json_schema()
         for unused in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422 body, never sent

@@ -1,0 +1,153 @@
+"""Libraries, documents, ingest jobs, the query chain's glossary and gaps, and errors, as the
+API sends them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragspine.api._base import Reply
+from ragspine.api.names import LIBRARY_NAME_PATTERN
+
+OcrState = Literal["none", "pending", "done", "failed"]
+
+
+class Problem(Reply):
+    """Every error (RFC 9457 ``application/problem+json``): ``type`` is stable, ``detail``
+    names the problem."""
+
+    type: str = Field(description="/problems/<kind>", examples=["/problems/library-not-found"])
+    title: str = Field(examples=["Not found"])
+    status: int = Field(ge=400, le=599, examples=[404])
+    detail: str = Field(examples=["unknown library 'reports'"])
+
+
+class CreateLibrary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    # Declared, and enforced by the server with its own message (the pattern, in words).
+    name: str = Field(description="1-63 lowercase letters, digits, '-' or '_'",
+                      json_schema_extra={"pattern": LIBRARY_NAME_PATTERN})
+
+
+class LibraryCreated(Reply):
+    name: str
+    created_at: float
+    #: The vector fields' model identities (model, revision, dim) the library is written with.
+    encoders: dict[str, Any]
+
+
+class LibrarySummary(Reply):
+    name: str
+    documents: int
+    pages: int
+
+
+class LibraryList(Reply):
+    libraries: list[LibrarySummary]
+
+
+class DenseAdded(Reply):
+    library: str
+    model: str
+    revision: str
+    passages: int
+    #: The library already had this model's vectors: nothing was done.
+    already: bool
+    seconds: float
+
+
+class Document(Reply):
+    doc_id: str
+    title: str | None = None
+    version: int | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    filename: str | None = None
+    pages_total: int | None = None
+    pages_indexed: int | None = None
+    #: 1-based pages the RESTRICTED policy dropped (never indexed).
+    pages_dropped: list[int] = Field(default_factory=list)
+    page_numbers: list[int] = Field(default_factory=list)
+    #: [width, height] in PDF points, one per ``page_numbers`` entry.
+    page_sizes: list[list[float]] = Field(default_factory=list)
+    chunks: int | None = None
+    indexed_at: float | None = None
+    ocr: OcrState = "none"
+    ocr_pending_pages: list[int] = Field(default_factory=list)
+
+
+class DocumentList(Reply):
+    documents: list[Document]
+
+
+class IngestResult(Reply):
+    library: str
+    doc_id: str | None
+    status: Literal["indexed", "unchanged", "dropped_by_policy", "ocr_pending"]
+    version: int | None = None
+    pages_total: int = 0
+    pages_indexed: int = 0
+    pages_dropped: list[int] = Field(default_factory=list)
+    chunks: int = 0
+    seconds: float = 0.0
+    warnings: list[str] = Field(default_factory=list)
+    pages_ocr: int = 0
+    ocr: OcrState = "none"
+    ocr_pending_pages: list[int] = Field(default_factory=list)
+    ocr_pages_read: int = 0
+    ocr_seconds: float = 0.0
+
+
+class Job(Reply):
+    """An upload's ingest. It succeeds when the document's first phase is live; ``ocr`` then
+    reports the pages OCR still reads (``pending``) until they are live (``done``) or not
+    (``failed``, ``ocr_error``)."""
+
+    id: str
+    state: Literal["queued", "running", "succeeded", "failed"]
+    library: str
+    filename: str | None = None
+    doc_id: str | None = None
+    status: str | None = None
+    pages_done: int = 0
+    pages_total: int = 0
+    ocr_pages_done: int = 0
+    ocr_pages_total: int = 0
+    ocr: OcrState = "none"
+    ocr_result: IngestResult | None = None
+    ocr_error: Problem | None = None
+    pages_dropped: list[int] = Field(default_factory=list)
+    result: IngestResult | None = None
+    error: Problem | None = None
+    created_at: float
+    finished_at: float | None = None
+    #: The server process (replica) that runs or ran the job.
+    replica: str | None = None
+
+
+class Glossary(Reply):
+    library: str
+    file: str | None = None
+    uploaded_at: float | None = None
+    terms: int
+    #: ``{term, synonyms, kind}`` (only in a GET of the glossary).
+    entries: list[dict[str, Any]] | None = None
+
+
+class Gap(Reply):
+    library: str
+    gap_id: str
+    query: str
+    filters: list[dict[str, Any]] = Field(default_factory=list)
+    hit_count: int
+    first_seen: float
+    last_seen: float
+    reason: str
+
+
+class GapList(Reply):
+    gaps: list[Gap]
+
+
+class GapsCleared(Reply):
+    deleted: int
