@@ -53,9 +53,12 @@ LINKS: dict[str, dict[str, dict[str, tuple[str, dict[str, str]]]]] = {
         "AddDense": ("add_dense", {"lib": _LIB}),
         "UploadRelations": ("upload_relations", {"lib": _LIB}),
         "ListEntities": ("entities", {"lib": _LIB}),
+        "FindPath": ("paths", {"lib": _LIB}),
         "UploadGlossary": ("upload_glossary", {"lib": _LIB}),
         "GetGlossary": ("get_glossary", {"lib": _LIB}),
+        "DeleteGlossary": ("delete_glossary", {"lib": _LIB}),
         "ListGaps": ("list_gaps", {"lib": _LIB}),
+        "ClearGaps": ("clear_gaps", {"lib": _LIB}),
         "DeleteLibrary": ("delete_library", {"lib": _LIB}),
     }},
     "upload_document": {
