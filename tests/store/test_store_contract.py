@@ -734,3 +734,12 @@ def test_only_a_plain_single_vector_can_join_later(store: Store, field: DenseFie
         store.update_dense("lib", field.name, [(pid(1), np.ones(3))])
     with pytest.raises(ValueError, match="no dense vector field 'mv'"):
         store.retrieve_vectors("lib", [pid(1)], "mv")  # nothing was added
+
+
+def test_a_collection_of_records_only(store: Store) -> None:
+    """A collection with no vector field at all (the job records of ragspine.serving.jobs) holds
+    and returns payloads on both backends (Qdrant Edge needs a field it is given one)."""
+    store.create_collection("_records", CollectionSpec(sparse_idf=()))
+    store.upsert("_records", [PointData(pid(i), {"kind": "job", "n": i}) for i in range(3)])
+    assert {r.payload["n"] for r in store.scroll("_records", Where(kind="job"))} == {0, 1, 2}
+    assert [r.payload for r in store.retrieve("_records", [pid(1)])] == [{"kind": "job", "n": 1}]

@@ -105,6 +105,10 @@ def compile_where(where: Where) -> qe.Filter | None:
     return qe.Filter(must=[_condition(c) for c in must] or None, must_not=[_condition(c) for c in must_not] or None)
 
 
+#: The unused sparse field of a collection that holds payloads only (see EdgeStore._config).
+_RECORDS_ONLY_FIELD = "_records_only"
+
+
 def _hnsw_config(f: DenseField) -> qe.HnswIndexConfig | None:
     params = hnsw_params(f)
     return qe.HnswIndexConfig(**params) if params is not None else None
@@ -175,6 +179,10 @@ class EdgeStore:
                 )
             for n in spec.sparse_idf:
                 sparse[n] = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
+        if not vectors and not sparse:
+            # Qdrant Edge refuses a shard without any vector field; a collection of records
+            # only (the job records, ragspine.serving.jobs) gets one that is never written.
+            sparse[_RECORDS_ONLY_FIELD] = qe.EdgeSparseVectorParams()
         # Vacuum any segment with a deleted point when optimize() runs: Qdrant Edge keeps
         # deleted points in its IDF statistics and their payloads in segment files until
         # then, and a document deleted (or re-classified RESTRICTED) must leave no trace.
