@@ -17,7 +17,7 @@ class Problem(Reply):
     """Every error (RFC 9457 ``application/problem+json``): ``type`` is stable, ``detail``
     names the problem."""
 
-    type: str = Field(description="/problems/<kind>", examples=["/problems/library-not-found"])
+    type: str = Field(description="/problems/<kind>", examples=["/problems/unknown-library"])
     title: str = Field(examples=["Not found"])
     status: int = Field(ge=400, le=599, examples=[404])
     detail: str = Field(examples=["unknown library 'reports'"])

@@ -393,8 +393,23 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Import names of the server's packages (``ragspine[server]``): the base install carries only
+#: what the client needs, and every command runs the server's code.
+SERVER_IMPORTS = ("numpy", "pydantic_settings", "fitz", "qdrant_edge", "fastapi", "mcp")
+
+
+def missing_server_packages() -> list[str]:
+    import importlib.util
+
+    return [name for name in SERVER_IMPORTS if importlib.util.find_spec(name) is None]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    missing = missing_server_packages()
+    if missing:
+        _fail(f"ragspine {args.command} needs the server's packages (missing: {', '.join(missing)}): "
+              "pip install 'ragspine[server]'")
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -1,0 +1,62 @@
+"""What the blocking and the async client share besides the calls."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TypeVar
+
+import httpx
+
+from ragspine import api
+from ragspine.client._calls import Call
+from ragspine.client.errors import ApiError, JobFailedError, JobTimeoutError
+
+T = TypeVar("T")
+DEFAULT_URL = "http://127.0.0.1:8000"
+#: Polling a job: the first look after 0.1 s, then 1.5x longer each time, at most 2 s apart.
+FIRST_POLL_S, POLL_GROWTH, MAX_POLL_S = 0.1, 1.5, 2.0
+
+
+def headers_for(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    out = {"Accept": "application/json"}
+    if api_key:
+        out["Authorization"] = f"Bearer {api_key}"
+    out.update(extra or {})
+    return out
+
+
+def check(status: int, body: bytes, content_type: str) -> None:
+    if status >= 400:
+        raise ApiError.from_response(status, body, content_type)
+
+
+def read(call: Call[T], r: httpx.Response) -> T:
+    if call.reads == "none":
+        return None  # type: ignore[return-value]
+    if call.reads == "bytes":
+        return r.content  # type: ignore[return-value]
+    return call.parse(r.json())  # type: ignore[no-any-return]
+
+
+def finished(job: api.Job, ocr: bool) -> bool:
+    """Whether a polled job has ended (with its OCR, if asked); a failed one raises."""
+    if job.state == "failed":
+        e = job.error
+        raise JobFailedError(e.status if e else 500, (e.type if e else "").removeprefix("/problems/") or "job-failed",
+                             e.title if e else "Job failed", e.detail if e else f"job {job.id} failed")
+    return job.state == "succeeded" and (not ocr or job.ocr not in ("pending",))
+
+
+def wait_delays(job_id: str, deadline: float) -> Iterator[float]:
+    """Seconds to sleep between polls; raises :class:`JobTimeoutError` once past ``deadline``."""
+    import time
+
+    delay = FIRST_POLL_S
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise JobTimeoutError(f"job {job_id} has not ended yet; it goes on on the server")
+        yield min(delay, left)
+        delay = min(delay * POLL_GROWTH, MAX_POLL_S)
+
+

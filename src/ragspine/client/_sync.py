@@ -1,0 +1,171 @@
+"""The blocking client."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+import httpx
+
+from ragspine import api
+from ragspine.client import _calls as calls
+from ragspine.client._calls import Call, FileInput
+from ragspine.client._common import (
+    DEFAULT_URL,
+    check,
+    finished,
+    headers_for,
+    read,
+    wait_delays,
+)
+
+T = TypeVar("T")
+
+
+class Client:
+    """ragspine's REST API as methods, answers as the API's own models (:mod:`ragspine.api`).
+
+    ``Client("http://host:8000", api_key=...)``; ``transport=`` takes any httpx transport (an
+    ``httpx.ASGITransport`` over an app runs it in process). Errors the server answers raise
+    :class:`~ragspine.client.ApiError`; a server that cannot be reached raises httpx's
+    ``TransportError``.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float = 120.0,
+                 transport: httpx.BaseTransport | None = None, headers: Mapping[str, str] | None = None) -> None:
+        self.url = url.rstrip("/")
+        self._http = httpx.Client(base_url=self.url, headers=headers_for(api_key, headers), timeout=timeout,
+                                  transport=transport)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def absolute(self, path: str) -> str:
+        """A URL the server answered relative (a hit's ``thumbnail_url``), made absolute."""
+        return path if "://" in path else f"{self.url}{path}"
+
+    def _send(self, call: Call[T]) -> T:
+        try:
+            r = self._http.request(call.method, call.path, params=call.params, json=call.json,
+                                   files=call.files, data=call.data)
+        finally:
+            for fh in call.opened:
+                fh.close()
+        check(r.status_code, r.content, r.headers.get("content-type", ""))
+        return read(call, r)
+
+    # -- health ----------------------------------------------------------------------------------
+
+    def ready(self) -> dict[str, Any]:
+        """``/readyz``: the store and each configured model's state."""
+        return self._send(calls.ready())
+
+    # -- libraries -------------------------------------------------------------------------------
+
+    def create_library(self, name: str) -> api.LibraryCreated:
+        return self._send(calls.create_library(name))
+
+    def libraries(self) -> list[api.LibrarySummary]:
+        """The libraries this key may read, with their document and page counts."""
+        return self._send(calls.libraries())
+
+    def delete_library(self, name: str) -> None:
+        return self._send(calls.delete_library(name))
+
+    def add_dense(self, library: str) -> api.DenseAdded:
+        """Give a library the server's dense vectors, from the text it stores."""
+        return self._send(calls.add_dense(library))
+
+    # -- documents -------------------------------------------------------------------------------
+
+    def upload(self, library: str, pdf: FileInput, *, metadata: Mapping[str, Any] | None = None,
+               filename: str | None = None, wait: bool = False) -> api.Job:
+        """Upload a PDF (a path, bytes or a binary file). ``metadata``: doc_id, title, entity,
+        period, sensitivity, page_sensitivity... The job is queued (``wait=False``) or ended,
+        its OCR included (``wait=True``; a failed ingest raises :class:`ApiError`)."""
+        return self._send(calls.upload(library, pdf, metadata, filename, wait))
+
+    def job(self, job_id: str) -> api.Job:
+        return self._send(calls.job(job_id))
+
+    def wait_for(self, job: str | api.Job, *, timeout: float = 600.0, ocr: bool = False) -> api.Job:
+        """Poll a job until it ends (``ocr=True``: until its OCR has ended too). A failed job
+        raises :class:`JobFailedError`; one still running at ``timeout`` :class:`JobTimeoutError`."""
+        job_id = job if isinstance(job, str) else job.id
+        deadline = time.monotonic() + timeout
+        for delay in wait_delays(job_id, deadline):
+            state = self.job(job_id)
+            if finished(state, ocr):
+                return state
+            time.sleep(delay)
+        raise AssertionError("unreachable: wait_delays raises at the deadline")  # pragma: no cover
+
+    def documents(self, library: str) -> list[api.Document]:
+        return self._send(calls.documents(library))
+
+    def document(self, library: str, doc_id: str) -> api.Document:
+        return self._send(calls.document(library, doc_id))
+
+    def delete_document(self, library: str, doc_id: str) -> None:
+        return self._send(calls.delete_document(library, doc_id))
+
+    def thumbnail(self, library: str, doc_id: str, page: int) -> bytes:
+        """The page's thumbnail (PNG bytes)."""
+        return self._send(calls.thumbnail(library, doc_id, page))
+
+    def similarity_map(self, library: str, doc_id: str, page: int, query: str) -> dict[str, Any]:
+        """The query's patch-level similarity map on a page (needs a page model), as JSON."""
+        return self._send(calls.similarity_map(library, doc_id, page, query))
+
+    # -- search ----------------------------------------------------------------------------------
+
+    def search(self, query: str | api.SearchRequest, libraries: str | Sequence[str] | None = None,
+               **options: Any) -> api.SearchResponse:
+        """Search ``libraries``. ``options`` are the request's other fields (mode, top_k,
+        filters, rerank, expand, rewrite, corrective, postprocess...), checked by the same
+        model the server checks with; or pass a whole :class:`ragspine.api.SearchRequest`."""
+        return self._send(calls.search(query, libraries, options))
+
+    # -- relation graph --------------------------------------------------------------------------
+
+    def upload_relations(self, library: str, source: FileInput, *, mode: str = "replace",
+                         filename: str | None = None) -> api.RelationsUploaded:
+        return self._send(calls.upload_relations(library, source, mode, filename))
+
+    def entities(self, library: str, q: str = "", *, type: str | None = None, limit: int = 20) -> list[api.Entity]:
+        return self._send(calls.entities(library, q, type, limit))
+
+    def neighbors(self, library: str, entity: str, *, relation: str | Sequence[str] | None = None,
+                  depth: int = 1, direction: str = "both", limit: int | None = None) -> api.GraphNeighbors:
+        return self._send(calls.neighbors(library, entity, relation, depth, direction, limit))
+
+    def paths(self, library: str, source: str, target: str, *, max_hops: int | None = None,
+              relation: str | Sequence[str] | None = None) -> api.GraphPaths:
+        return self._send(calls.paths(library, source, target, max_hops, relation))
+
+    # -- query chain -----------------------------------------------------------------------------
+
+    def upload_glossary(self, library: str, source: FileInput, *, filename: str | None = None) -> api.Glossary:
+        return self._send(calls.upload_glossary(library, source, filename))
+
+    def glossary(self, library: str) -> api.Glossary:
+        return self._send(calls.glossary(library))
+
+    def delete_glossary(self, library: str) -> None:
+        return self._send(calls.delete_glossary(library))
+
+    def gaps(self, library: str, *, limit: int = 100) -> list[api.Gap]:
+        return self._send(calls.gaps(library, limit))
+
+    def delete_gap(self, library: str, gap_id: str) -> None:
+        return self._send(calls.delete_gap(library, gap_id))
+
+    def clear_gaps(self, library: str) -> int:
+        return self._send(calls.clear_gaps(library))
