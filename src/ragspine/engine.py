@@ -12,22 +12,35 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from ragspine.catalog import (
+    PAGE_FULL,
+    Libraries,
+    LibraryRecord,
+    check_doc_id,
+    check_library_name,
+    library_fields,
+    library_models,
+    point_id,
+)
+from ragspine.catalog.leases import WriterLeases, replica_id
 from ragspine.chain import GapLog, Glossaries, QueryChain
 from ragspine.config import Settings
-from ragspine.errors import DocumentNotFoundError, InvalidRequestError, NotFoundError, ServiceUnavailableError
+from ragspine.errors import (
+    DocumentNotFoundError,
+    InvalidRequestError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
 from ragspine.graph import GraphService
-from ragspine.catalog.leases import WriterLeases, replica_id
-from ragspine.catalog import PAGE_FULL, Libraries, LibraryRecord, check_doc_id, check_library_name, point_id
-from ragspine.policy import CLASSIFICATION, point_restricted
-from ragspine.catalog import library_fields, library_models
-from ragspine.retrieval.explain import SimilarityMap, image_token_index, similarity_map
-from ragspine.models.modelset import ModelSet
 from ragspine.indexing import DocumentMetadata, Indexer, IngestResult, Thumbnails
-from ragspine.indexing.ocr_phase import OPEN_STATES, OcrQueue
 from ragspine.indexing.dense_backfill import DenseAdded, add_dense
-from ragspine.scoring.bm25 import BM25Params
+from ragspine.indexing.ocr_phase import OPEN_STATES, OcrQueue
+from ragspine.models.modelset import ModelSet
+from ragspine.policy import CLASSIFICATION, point_restricted
+from ragspine.retrieval.explain import SimilarityMap, image_token_index, similarity_map
 from ragspine.retrieval.lexical import LexicalIndex
 from ragspine.retrieval.search import Searcher, SearchRequest, SearchResponse
+from ragspine.scoring.bm25 import BM25Params
 from ragspine.store import Store, open_store
 
 logger = logging.getLogger(__name__)
@@ -196,6 +209,28 @@ class Engine:
         if page not in doc["page_numbers"] or not path.is_file() or self._page_restricted(library, doc_id, doc, page):
             raise NotFoundError(f"no page {page} in document '{doc_id}' of library '{library}'")
         return path
+
+    def page(self, library: str, doc_id: str, page: int) -> dict[str, Any]:
+        """A page's text and its passages, each with its chunk id and bbox (what a hit cites).
+        A RESTRICTED exit, as thumbnails are: a page dropped by policy, or whose point is
+        classified RESTRICTED, is as absent as one that never existed."""
+        doc = self.document(library, doc_id)
+        missing = NotFoundError(f"no page {page} in document '{doc_id}' of library '{library}'")
+        if page not in doc["page_numbers"]:
+            raise missing
+        recs = self.store.retrieve(library, [point_id(doc_id, doc["version"], page, "page")],
+                                   fields=["text", "chunks", "width", "height", "sensitivity", CLASSIFICATION])
+        if not recs or point_restricted(recs[0].payload):
+            raise missing
+        p = recs[0].payload
+        text = p.get("text", "")
+        return {
+            "library_id": library, "doc_id": doc_id, "title": doc["title"], "page": page,
+            "version": doc["version"], "width": p.get("width"), "height": p.get("height"), "text": text,
+            "passages": [{"chunk_id": c["chunk_id"], "bbox": c["bbox"], "text": text[c["start"]:c["end"]],
+                          "text_source": c.get("text_source", "pdf")} for c in p.get("chunks", [])],
+            "metadata": doc["metadata"],
+        }
 
     def _page_restricted(self, library: str, doc_id: str, doc: dict[str, Any], page: int) -> bool:
         """The thumbnail exit: the page point's own classification (a page without a stored

@@ -10,7 +10,7 @@ import io
 
 import pdfs
 import pytest
-from conftest import KEY_A, KEY_STAR, LiveServer
+from live_kit import KEY_A, KEY_STAR, LiveServer
 from pydantic import ValidationError
 
 from ragspine import api
@@ -57,6 +57,11 @@ def test_a_round_trip_keeps_every_citation(live: LiveServer) -> None:
         raw = rs._http.post("/v1/search", json={"query": "zebracorn", "libraries": ["roundtrip"],
                                                  "mode": "bm25", "top_k": 3}).json()
         assert res.model_dump(mode="json", exclude_unset=True)["hits"] == raw["hits"]
+
+        page = rs.page("roundtrip", "rep-1", 2)
+        cited = [p for p in page.passages if p.chunk_id == top.chunk_id]
+        assert [(p.bbox, p.text) for p in cited] == [(top.bbox, top.text)]
+        assert "zebracorn" in page.text and (page.width, page.height) == (width, height)
 
         png = rs.thumbnail("roundtrip", "rep-1", 2)
         assert png[:8] == b"\x89PNG\r\n\x1a\n"

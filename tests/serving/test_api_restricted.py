@@ -86,6 +86,13 @@ def call_every_route(s: Sweep, queries: Iterable[str]) -> None:
                 assert t.status_code == 200 and t.content.startswith(b"\x89PNG"), url
             else:
                 assert_problem(t, 404)
+            # The page's text and passages: the same exit.
+            url = f"/v1/libraries/{lib}/documents/{doc_id}/pages/{n}"
+            t = s.record(url, c.get(url))
+            if n in kept:
+                assert t.status_code == 200 and t.json()["page"] == n and t.json()["passages"], url
+            else:
+                assert_problem(t, 404)
     for job_id in s.jobs:
         s.record(f"job {job_id}", c.get(f"/v1/jobs/{job_id}"))
     all_libs = list(s.libraries)

@@ -30,6 +30,8 @@ from ragspine.api.resources import (
     LibraryCreated,
     LibraryList,
     LibrarySummary,
+    Page,
+    Passage,
     Problem,
 )
 from ragspine.api.search import (
@@ -48,7 +50,7 @@ __all__ = [
     "JOB_ID_PATTERN",
     "LIBRARY_NAME_PATTERN",
     "MODES",
-    "POST_STEPS",
+    "POST_STEPS", "Page", "Passage",
     "CreateLibrary",
     "DenseAdded",
     "Document",

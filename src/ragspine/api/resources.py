@@ -76,6 +76,31 @@ class Document(Reply):
     ocr_pending_pages: list[int] = Field(default_factory=list)
 
 
+class Passage(Reply):
+    chunk_id: str
+    #: x0, y0, x1, y1 in PDF points, origin top-left.
+    bbox: list[float]
+    text: str
+    text_source: Literal["pdf", "ocr"] = "pdf"
+
+
+class Page(Reply):
+    """A page's text and passages: what a hit on it cites."""
+
+    library_id: str
+    doc_id: str
+    title: str | None = None
+    page: int
+    version: int
+    width: float | None = None
+    height: float | None = None
+    text: str
+    passages: list[Passage]
+    #: The document's metadata.
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    thumbnail_url: str | None = None
+
+
 class DocumentList(Reply):
     documents: list[Document]
 

@@ -118,6 +118,10 @@ class AsyncClient:
     async def delete_document(self, library: str, doc_id: str) -> None:
         return await self._send(calls.delete_document(library, doc_id))
 
+    async def page(self, library: str, doc_id: str, page: int) -> api.Page:
+        """A page's text and passages (chunk id, bbox, text): what a hit on it cites."""
+        return await self._send(calls.page(library, doc_id, page))
+
     async def thumbnail(self, library: str, doc_id: str, page: int) -> bytes:
         """The page's thumbnail (PNG bytes)."""
         return await self._send(calls.thumbnail(library, doc_id, page))

@@ -118,6 +118,10 @@ def delete_document(library: str, doc_id: str) -> Call[None]:
     return Call("DELETE", f"{_lib(library)}/documents/{_seg(doc_id)}", "none")
 
 
+def page(library: str, doc_id: str, page: int) -> Call[api.Page]:
+    return Call("GET", f"{_lib(library)}/documents/{_seg(doc_id)}/pages/{int(page)}", "model", _model(api.Page))
+
+
 def thumbnail(library: str, doc_id: str, page: int) -> Call[bytes]:
     return Call("GET", f"{_lib(library)}/documents/{_seg(doc_id)}/pages/{int(page)}/thumbnail", "bytes")
 

@@ -116,6 +116,10 @@ class Client:
     def delete_document(self, library: str, doc_id: str) -> None:
         return self._send(calls.delete_document(library, doc_id))
 
+    def page(self, library: str, doc_id: str, page: int) -> api.Page:
+        """A page's text and passages (chunk id, bbox, text): what a hit on it cites."""
+        return self._send(calls.page(library, doc_id, page))
+
     def thumbnail(self, library: str, doc_id: str, page: int) -> bytes:
         """The page's thumbnail (PNG bytes)."""
         return self._send(calls.thumbnail(library, doc_id, page))

@@ -342,6 +342,14 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         eng.delete_document(lib, doc_id)
         return Response(status_code=204)
 
+    @app.get("/v1/libraries/{lib}/documents/{doc_id}/pages/{n}", tags=["documents"], **typed(api.Page))
+    def get_page(lib: Lib, doc_id: DocId, n: PageNo, who: Who) -> dict[str, Any]:
+        """A page's text and its passages (chunk id, bbox, text): what a hit on it cites."""
+        who.require(lib)
+        out = eng.page(lib, doc_id, n)
+        out["thumbnail_url"] = f"/v1/libraries/{lib}/documents/{doc_id}/pages/{n}/thumbnail"
+        return out
+
     @app.get("/v1/libraries/{lib}/documents/{doc_id}/pages/{n}/thumbnail", tags=["documents"],
              response_class=FileResponse)
     def thumbnail(lib: Lib, doc_id: DocId, n: PageNo, who: Who) -> FileResponse:

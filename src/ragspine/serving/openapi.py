@@ -73,6 +73,8 @@ LINKS: dict[str, dict[str, dict[str, tuple[str, dict[str, str]]]]] = {
                                          "doc_id": "$response.body#/documents/0/doc_id"}),
     }},
     "get_document": {"200": {
+        "GetPage": ("get_page", {"lib": "$request.path.lib", "doc_id": "$response.body#/doc_id",
+                                 "n": "$response.body#/page_numbers/0"}),
         "Thumbnail": ("thumbnail", {"lib": "$request.path.lib", "doc_id": "$response.body#/doc_id",
                                     "n": "$response.body#/page_numbers/0"}),
         "SimilarityMap": ("similarity_map_route", {"lib": "$request.path.lib", "doc_id": "$response.body#/doc_id",
@@ -80,6 +82,8 @@ LINKS: dict[str, dict[str, dict[str, tuple[str, dict[str, str]]]]] = {
         "DeleteDocument": ("delete_document", {"lib": "$request.path.lib", "doc_id": "$response.body#/doc_id"}),
     }},
     "search": {"200": {
+        "GetPage": ("get_page", {"lib": "$response.body#/hits/0/library_id",
+                                 "doc_id": "$response.body#/hits/0/doc_id", "n": "$response.body#/hits/0/page"}),
         "GetDocument": ("get_document", {"lib": "$response.body#/hits/0/library_id",
                                          "doc_id": "$response.body#/hits/0/doc_id"}),
         "Thumbnail": ("thumbnail", {"lib": "$response.body#/hits/0/library_id",
