@@ -167,6 +167,9 @@ class Settings(BaseSettings):
 
     #: API keys and the libraries each may use: ``"KEY1=lib-a,lib-b;KEY2=*"``. Unset: no auth.
     api_keys: SecretStr | None = None
+    #: The MCP endpoint (/mcp) answers every request on its own, with no session: needed when
+    #: several replicas behind one address answer one client (Ray Serve sets it on its ingress).
+    mcp_stateless: bool = False
     #: Threads that run ingest jobs in the server (PDF work is CPU-bound; keep search responsive).
     ingest_workers: int = Field(default=1, ge=1, le=32)
 

@@ -53,7 +53,7 @@ class SearchRequest(BaseModel):
         "items": {"type": "string", "pattern": LIBRARY_NAME_PATTERN}})
     filters: list[dict[str, Any]] = Field(
         default_factory=list, description='metadata conditions, all of which must hold: {"field": ..., '
-        '"op": "eq|ne|in|nin|range|exists", "value": ...}')
+        '"op": "eq|ne|in|nin|gt|gte|lt|lte|between", "value": ...}')
     mode: Mode = "auto"
     top_k: int = Field(10, description="1 to RAGSPINE_MAX_TOP_K (default 1000)",
                        json_schema_extra={"minimum": 1, "maximum": 1000})

@@ -335,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--engine ray: pages per encoder call (default RAGSPINE_RAY_PAGE_BATCH_SIZE)")
     s.set_defaults(func=cmd_ingest)
     add_ocr_command(sub)
+    from ragspine.cli.mcp import add_mcp_command
+
+    add_mcp_command(sub)
 
     s = sub.add_parser("search", help="search one or more libraries")
     s.add_argument("query")
@@ -412,8 +415,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               "pip install 'ragspine[server]'")
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    from ragspine.errors import RagspineError
+
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except RagspineError as exc:  # a command's own expected failure (a held data dir): one line
+        _fail(exc.detail, EXIT_FAILED)
 

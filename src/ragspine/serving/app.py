@@ -41,6 +41,7 @@ from ragspine.serving.auth import Auth, Principal
 from ragspine.serving.chain_routes import chain_router
 from ragspine.serving.graph_routes import graph_router
 from ragspine.serving.jobs import Job, JobRecords, JobRunner
+from ragspine.serving.mcp_server import mount_mcp
 from ragspine.serving.metrics import Metrics
 from ragspine.serving.openapi import PROBLEM, problem_openapi, typed
 from ragspine.serving.params import DocId, JobId, Lib, PageNo
@@ -87,7 +88,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if not eng.libraries.leased:
             threading.Thread(target=resume_ocr, name="ragspine-ocr-resume", daemon=True).start()
-        yield
+        async with mcp.session_manager.run():
+            yield
         jobs.shutdown()
         if engine is None:
             eng.close()
@@ -389,6 +391,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
     app.include_router(graph_router(eng, auth))  # /v1/libraries/{lib}/graph/...
     app.include_router(chain_router(eng, auth))  # /v1/libraries/{lib}/glossary, /gaps
+    mcp = mount_mcp(app, auth, stateless=settings.mcp_stateless)  # /mcp: the routes above as MCP tools
     mount_web(app)  # the search page at / (a client of the routes above)
     problem_openapi(app)  # error responses declared as application/problem+json
     return app
