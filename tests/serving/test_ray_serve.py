@@ -236,3 +236,16 @@ def test_ingest_with_broken_page_encoder_is_atomic(ray_app: httpx.Client) -> Non
                            what="ingest to work again")
     assert r.json()["result"]["version"] > version  # (failed attempts used up version numbers)
     assert _ranking(ray_app, "ferries harbours", "bm25")[0][0][:2] == ("beta", 1)
+
+
+def test_mcp_on_the_ray_ingress_needs_no_session(ray_app: httpx.Client) -> None:
+    """The Ingress serves /mcp stateless: a request without a session id is answered (a
+    stateful endpoint answers 400 'Missing session ID'), so any replica can take an agent's
+    next request."""
+    r = ray_app.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                   "params": {"name": "search", "arguments": {
+                                       "query": QUERIES[0], "libraries": [LIB], "mode": "bm25"}}},
+                     headers={"accept": "application/json, text/event-stream"})
+    assert r.status_code == 200, r.text
+    assert "mcp-session-id" not in r.headers
+    assert '"doc_id":"alpha"' in r.text.replace(" ", "")

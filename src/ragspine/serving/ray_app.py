@@ -184,7 +184,10 @@ class Ingress:
         handles = {PAGE_ENCODER: page, QUERY_ENCODER: query, DENSE_ENCODER: dense, RERANKER: reranker}
         self.models = await build_model_set(self.settings, handles)
         self.engine = await asyncio.to_thread(_engine, self.settings, self.models)
-        self.api = create_app(self.settings, self.engine)  # (`app` is Serve's own attribute)
+        # /mcp without sessions: Serve's proxy may send an agent's next request to another
+        # Ingress replica, which would not know its session.
+        self.api = create_app(self.settings.model_copy(update={"mcp_stateless": True}),
+                              self.engine)  # (`app` is Serve's own attribute)
 
     def __serve_build_asgi_app__(self) -> Any:
         return self.api
