@@ -133,6 +133,13 @@ class StoreError(RagspineError):
     title = "Store unavailable"
 
 
+class DataDirInUseError(StoreError):
+    """Another process holds the embedded store's data dir (see ``ragspine.store.edge``)."""
+
+    type = "data-dir-in-use"
+    title = "Data dir in use"
+
+
 class ServiceUnavailableError(RagspineError):
     """A model the request needs is configured but not available now (failed to load, or its
     deployment is down); nothing was changed, the request can be retried."""

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from ragspine.errors import LibraryNotFoundError, StoreError
+from ragspine.errors import DataDirInUseError, LibraryNotFoundError, StoreError
 from ragspine.scoring.bm25 import SparseVector
 from ragspine.store.columns import MultivectorColumn
 from ragspine.store.resident import ResidentColumn, resolve_device
@@ -135,6 +135,31 @@ def _full_stage_params(oversampling: float | None) -> qe.SearchParams:
     return qe.SearchParams(quantization=qe.QuantizationSearchParams(**full_stage_params(oversampling)))
 
 
+#: The lock file of an embedded data dir (see _lock_data_dir).
+LOCK_FILE = ".lock"
+
+
+def _lock_data_dir(root: Path) -> Any:
+    """Take the data dir for this store: an exclusive, non-blocking ``flock`` on a file in it,
+    held until :meth:`EdgeStore.close` (or the process's end: the kernel drops it). Qdrant Edge
+    shards take no lock of their own, and two processes writing one shard corrupt it, so a
+    second store on the same data dir (a CLI command beside ``ragspine serve``) is refused at
+    once with what to do instead. Several replicas share a Qdrant server, never a data dir."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock (the README says one process per data dir)
+        return None
+    fh = open(root / LOCK_FILE, "a+b")  # noqa: SIM115 - held open for the store's life
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise DataDirInUseError(
+            f"the data dir {root.parent} is in use by another ragspine process (a running 'ragspine "
+            "serve'?); stop it, or go through that server's REST API") from None
+    return fh
+
+
 class EdgeStore:
     """:class:`~ragspine.store.base.Store` on Qdrant Edge shards."""
 
@@ -144,6 +169,7 @@ class EdgeStore:
         self.root = Path(data_dir) / "libraries"
         self._device = resolve_device(exact_device)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._dir_lock = _lock_data_dir(self.root)
         self._search_threads = search_threads or None
         self._shards: dict[str, qe.EdgeShard] = {}
         #: Dense vector field names per library, read once from the shard's config.
@@ -610,3 +636,6 @@ class EdgeStore:
                 for c in cols.values():
                     c.close()
             self._columns.clear()
+            if self._dir_lock is not None:
+                self._dir_lock.close()  # closing the file releases its lock
+                self._dir_lock = None

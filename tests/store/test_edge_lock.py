@@ -1,0 +1,47 @@
+"""One process at a time on an embedded data dir: Qdrant Edge shards take no lock, and two
+writers corrupt a shard, so a second store on a held data dir is refused at once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ragspine.errors import DataDirInUseError
+from ragspine.store.edge import EdgeStore
+
+
+def test_a_second_store_on_a_held_data_dir_is_refused(tmp_path: Path) -> None:
+    first = EdgeStore(tmp_path)
+    with pytest.raises(DataDirInUseError) as err:
+        EdgeStore(tmp_path)
+    assert err.value.status == 503
+    assert str(tmp_path) in err.value.detail and "in use by another ragspine process" in err.value.detail
+    first.close()
+    EdgeStore(tmp_path).close()  # released by close
+
+
+def test_another_process_is_refused_while_the_store_is_open(tmp_path: Path) -> None:
+    code = textwrap.dedent(f"""
+        from ragspine.errors import DataDirInUseError
+        from ragspine.store.edge import EdgeStore
+        try:
+            EdgeStore({str(tmp_path)!r}).close()
+            print("opened")
+        except DataDirInUseError:
+            print("refused")
+    """)
+
+    def other() -> str:
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                              check=True).stdout.strip()
+
+    store = EdgeStore(tmp_path)
+    try:
+        assert other() == "refused"
+    finally:
+        store.close()
+    assert other() == "opened"
