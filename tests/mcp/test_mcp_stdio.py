@@ -101,3 +101,53 @@ def test_a_data_dir_held_by_a_server_is_refused(tmp_path: Path) -> None:
     assert "is in use by another ragspine process" in lines[0]
     assert "run 'ragspine mcp --url http://HOST:PORT'" in lines[0]
     assert r.stdout == ""  # nothing but MCP messages ever goes to stdout
+
+
+def test_in_process_with_the_sdks_client(tmp_path: Path) -> None:
+    """The MCP server object driven in process by the SDK's client (no transport at all), over
+    an app with API keys: the fixed key of a stdio bridge scopes what it sees."""
+    from fastapi.testclient import TestClient
+
+    from live_kit import KEY_STAR
+
+    from ragspine.serving.app import create_app
+    from ragspine.serving.mcp_server import RagspineMCP, in_process
+
+    app = create_app(clean_settings(data_dir=tmp_path / "data", api_keys=f"{KEY_A}=liba;{KEY_STAR}=*"))
+    with TestClient(app) as c:
+        for lib in ("liba", "libb"):
+            assert c.post("/v1/libraries", json={"name": lib}, headers={"X-API-Key": KEY_STAR}).status_code == 201
+        mcp = RagspineMCP(in_process(app), fixed_headers={"X-API-Key": KEY_A})
+
+        async def body() -> tuple[Any, Any]:
+            async with McpClient(mcp) as client:
+                return (await client.call_tool("list_libraries", {}),
+                        await client.call_tool("list_documents", {"library": "libb"}))
+
+        libs, docs_b = asyncio.run(body())
+    assert [lib["name"] for lib in libs.structured_content["result"]] == ["liba"]
+    assert docs_b.is_error and "403" in docs_b.content[0].text
+
+
+def test_over_http_against_ragspine_serve(tmp_path: Path) -> None:
+    """The real server process: its /mcp answers the SDK's client."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+    from serving_kit import serve_process
+
+    from ragspine.client import Client
+
+    with serve_process(tmp_path / "data") as url:
+        with Client(url) as rs:
+            rs.create_library("served")
+            rs.upload("served", pdfs.make_pdf(["Platypus exports doubled."]), metadata={"doc_id": "p1"}, wait=True)
+
+        async def body() -> Any:
+            async with httpx2.AsyncClient(timeout=60) as http, \
+                    McpClient(streamable_http_client(f"{url}/mcp", http_client=http)) as mcp:
+                return await mcp.call_tool("search", {"query": "platypus", "libraries": ["served"]})
+
+        res = asyncio.run(body())
+    hit = res.structured_content["hits"][0]
+    assert (hit["doc_id"], hit["page"], hit["chunk_id"]) == ("p1", 1, "p1/p1/c0")
+    assert hit["thumbnail_url"] == f"{url}/v1/libraries/served/documents/p1/pages/1/thumbnail"
