@@ -218,3 +218,21 @@ def test_stateless_mode_answers_without_a_session(tmp_path: Any) -> None:
         r = httpx.post(f"{srv.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
                        headers={"accept": "application/json, text/event-stream"})
         assert r.status_code == 400 and "session" in r.text.lower()  # a stateful server wants one
+
+
+def test_an_app_started_twice_serves_mcp_both_times(tmp_path: Any) -> None:
+    """The SDK's session manager runs once; each start of the app gets its own."""
+    from fastapi.testclient import TestClient
+    from serving_kit import clean_settings
+
+    from ragspine.serving.app import create_app
+
+    app = create_app(clean_settings(data_dir=tmp_path / "data", mcp_stateless=True))
+    for _ in range(2):
+        with TestClient(app) as c:
+            r = c.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+                       headers={"accept": "application/json, text/event-stream"})
+            assert r.status_code == 200 and '"name":"search"' in r.text.replace(" ", "")
+    # Outside a running app (no lifespan): a clear 503, not a crash.
+    r = TestClient(app).post("/mcp", json={})
+    assert r.status_code == 503 and "not running" in r.json()["detail"]

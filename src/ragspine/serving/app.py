@@ -88,7 +88,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if not eng.libraries.leased:
             threading.Thread(target=resume_ocr, name="ragspine-ocr-resume", daemon=True).start()
-        async with mcp.session_manager.run():
+        async with mcp.running():
             yield
         jobs.shutdown()
         if engine is None:

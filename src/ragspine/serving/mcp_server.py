@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -294,48 +295,71 @@ def in_process(app: Any) -> Rest:
     return lambda headers: AsyncClient("http://ragspine.local", transport=transport, headers=headers)
 
 
-def mount_mcp(app: Any, auth: Auth, *, stateless: bool) -> RagspineMCP:
+def mount_mcp(app: Any, auth: Auth, *, stateless: bool) -> McpEndpoint:
     """Serve MCP over Streamable HTTP at ``/mcp`` of ``app`` (the FastAPI app), behind the API
     keys: a request without a valid key is refused (401) before the SDK sees it, and each tool
     call carries the key on to the REST API, which scopes it. ``stateless``: every request
     stands alone (no session id), so any of several replicas can answer it. The app's lifespan
-    must run ``mcp.session_manager.run()``."""
-    from mcp.server.transport_security import TransportSecuritySettings
+    runs ``endpoint.running()``."""
     from starlette.routing import Route
 
-    mcp = RagspineMCP(in_process(app))
-    # DNS-rebinding protection (Host/Origin allow-lists) is off, as for the REST routes beside
-    # it: the endpoint is reached through whatever host name the deployment gives the server,
-    # and API keys guard it as they guard REST.
-    sdk_app = mcp.streamable_http_app(
-        streamable_http_path="/mcp", stateless_http=stateless,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
-    endpoint = next(r.endpoint for r in sdk_app.routes if isinstance(r, Route) and r.path == "/mcp")
-    app.router.routes.append(Route("/mcp", endpoint=_KeyCheck(endpoint, auth), include_in_schema=False))
-    return mcp
+    endpoint = McpEndpoint(RagspineMCP(in_process(app)), auth, stateless)
+    app.router.routes.append(Route("/mcp", endpoint=endpoint, include_in_schema=False))
+    return endpoint
 
 
-class _KeyCheck:
-    """An ASGI wrapper: the request's API key must be valid (any library) before MCP starts."""
+class McpEndpoint:
+    """The ``/mcp`` route: the API-key check, then the SDK's Streamable HTTP session manager of
+    the app's current lifespan (the SDK's manager runs once, and an app may be started again:
+    each start gets a new one)."""
 
-    def __init__(self, inner: Any, auth: Auth) -> None:
-        self.inner = inner
+    def __init__(self, mcp: RagspineMCP, auth: Auth, stateless: bool) -> None:
+        self.mcp = mcp
         self.auth = auth
+        self.stateless = stateless
+        self._manager: Any = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        # DNS-rebinding protection (Host/Origin allow-lists) is off, as for the REST routes
+        # beside it: the endpoint is reached through whatever host name the deployment gives
+        # the server, and API keys guard it as they guard REST.
+        self.mcp.streamable_http_app(
+            streamable_http_path="/mcp", stateless_http=self.stateless,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        manager = self.mcp.session_manager
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         from fastapi import HTTPException
         from starlette.requests import Request
 
-        from ragspine.serving.openapi import PROBLEM
-
         try:
             self.auth(Request(scope))
         except HTTPException as exc:
-            body = json.dumps({"type": "/problems/unauthorized", "title": "Unauthorized", "status": exc.status_code,
-                               "detail": str(exc.detail)}).encode()
-            await send({"type": "http.response.start", "status": exc.status_code,
-                        "headers": [(b"content-type", PROBLEM.encode()), (b"www-authenticate", b"Bearer"),
-                                    (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
+            await _problem(send, exc.status_code, "unauthorized", "Unauthorized", str(exc.detail))
             return
-        await self.inner(scope, receive, send)
+        manager = self._manager
+        if manager is None:
+            await _problem(send, 503, "service-unavailable", "Service unavailable",
+                           "the MCP endpoint is not running (the server is starting or stopping)")
+            return
+        await manager.handle_request(scope, receive, send)
+
+
+async def _problem(send: Any, status: int, kind: str, title: str, detail: str) -> None:
+    from ragspine.serving.openapi import PROBLEM
+
+    body = json.dumps({"type": f"/problems/{kind}", "title": title, "status": status, "detail": detail}).encode()
+    headers = [(b"content-type", PROBLEM.encode()), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
