@@ -335,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--engine ray: pages per encoder call (default RAGSPINE_RAY_PAGE_BATCH_SIZE)")
     s.set_defaults(func=cmd_ingest)
     add_ocr_command(sub)
+    from ragspine.cli.sync import add_sync_command  # argparse only, like ingest
+
+    add_sync_command(sub)
     from ragspine.cli.mcp import add_mcp_command
 
     add_mcp_command(sub)
