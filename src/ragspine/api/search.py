@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ragspine.api._base import Reply
-from ragspine.api.names import LIBRARY_NAME_PATTERN
+from ragspine.api.names import FIELD_NAME_PATTERN, LIBRARY_NAME_PATTERN, QUERY_PATTERN
 
 Mode = Literal["auto", "hybrid", "vector", "bm25", "lexical", "economy"]
 MODES: tuple[str, ...] = ("auto", "hybrid", "vector", "bm25", "lexical", "economy")
@@ -20,6 +20,19 @@ POST_STEPS: tuple[str, ...] = ("mmr", "lost_in_middle")
 #: calling unicodedata.category per character cost 4% of a BM25 search.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
+
+
+#: A filter as the schema declares it (the server checks it, naming what is wrong).
+FILTER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["field", "op", "value"],
+    "additionalProperties": False,
+    "properties": {
+        "field": {"type": "string", "pattern": FIELD_NAME_PATTERN},
+        "op": {"enum": ["eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "between"]},
+        "value": {},
+    },
+}
 
 
 class ExpandSpec(BaseModel):
@@ -48,11 +61,11 @@ class SearchRequest(BaseModel):
     # RAGSPINE_MAX_TOP_K) and names them in its error; the schema declares their defaults.
     query: str = Field(description="the question, in any language, at most RAGSPINE_MAX_QUERY_CHARS "
                        "(default 4096) characters; no control characters",
-                       json_schema_extra={"minLength": 1, "maxLength": 4096})
+                       json_schema_extra={"minLength": 1, "maxLength": 4096, "pattern": QUERY_PATTERN})
     libraries: list[str] = Field(min_length=1, max_length=64, json_schema_extra={
         "items": {"type": "string", "pattern": LIBRARY_NAME_PATTERN}})
     filters: list[dict[str, Any]] = Field(
-        default_factory=list, description='metadata conditions, all of which must hold: {"field": ..., '
+        default_factory=list, json_schema_extra={"items": FILTER_SCHEMA}, description='metadata conditions, all of which must hold: {"field": ..., '
         '"op": "eq|ne|in|nin|gt|gte|lt|lte|between", "value": ...}')
     mode: Mode = "auto"
     top_k: int = Field(10, description="1 to RAGSPINE_MAX_TOP_K (default 1000)",
@@ -68,7 +81,8 @@ class SearchRequest(BaseModel):
     #: Grade the answer and act when it is weak: drop filters (when allowed), rewrite, abstain.
     corrective: bool = False
     #: After rerank: ``mmr`` (drop near-duplicate passages), ``lost_in_middle`` (best at both ends).
-    postprocess: list[PostStep] = Field(default_factory=list, max_length=len(POST_STEPS))
+    postprocess: list[PostStep] = Field(default_factory=list, max_length=len(POST_STEPS),
+                                        json_schema_extra={"uniqueItems": True})
 
     @field_validator("query")
     @classmethod

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from fastapi import APIRouter, Depends, File, Path, Query, UploadFile
 
 from ragspine.api import EntityList, GraphNeighbors, GraphPaths, RelationsUploaded
+from ragspine.api.names import ENTITY_TYPES
 from ragspine.serving.auth import Auth, Principal
 from ragspine.serving.openapi import typed
 from ragspine.serving.params import Lib
@@ -71,7 +72,8 @@ def graph_router(engine: "Engine", auth: Auth) -> APIRouter:
         who: Who,
         q: Annotated[str, Query(max_length=256, description="name or alias (any language); "
                                                             "empty lists every entity")] = "",
-        type: Annotated[str | None, Query(description="only entities of this type")] = None,
+        type: Annotated[str | None, Query(description="only entities of this type",
+                                          json_schema_extra={"enum": list(ENTITY_TYPES)})] = None,
         limit: Annotated[int, Query(ge=1, le=200)] = 20,
     ) -> dict[str, Any]:
         """Resolve a name or alias: exact matches first, then names starting with it, then

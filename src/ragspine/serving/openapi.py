@@ -143,6 +143,7 @@ def problem_openapi(app: FastAPI) -> None:
                         for name, (target, params) in links.items()}
         components = schema.setdefault("components", {}).setdefault("schemas", {})
         components["Problem"] = Problem.model_json_schema()
+        _json_metadata_part(schema, components)
         for unused in ("HTTPValidationError", "ValidationError"):  # FastAPI's 422 body, never sent
             if not _referenced(schema, unused):
                 components.pop(unused, None)
@@ -150,6 +151,23 @@ def problem_openapi(app: FastAPI) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _json_metadata_part(schema: dict[str, Any], components: dict[str, Any]) -> None:
+    """The upload's ``metadata`` form part is a JSON object (FastAPI can only declare a string
+    there): declared as :class:`ragspine.api.UploadMetadata` with its part's content type, so
+    a generated client sends an object the server accepts."""
+    from ragspine.api import UploadMetadata
+
+    op = schema["paths"].get("/v1/libraries/{lib}/documents", {}).get("post")
+    if op is None:
+        return
+    content = op["requestBody"]["content"]["multipart/form-data"]
+    body = components[content["schema"]["$ref"].rsplit("/", 1)[1]]
+    components["UploadMetadata"] = UploadMetadata.model_json_schema()
+    body["properties"]["metadata"] = {"$ref": "#/components/schemas/UploadMetadata",
+                                      "description": body["properties"]["metadata"].get("description", "")}
+    content["encoding"] = {"metadata": {"contentType": "application/json"}}
 
 
 def _is_fastapi_validation(content: dict[str, Any]) -> bool:
