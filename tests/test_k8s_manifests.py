@@ -151,7 +151,7 @@ def test_versions_agree_with_pyproject() -> None:
     assert floor and tuple(map(int, m.groups())) >= tuple(map(int, floor.groups()))
     assert "'.[gpu,serve,multilingual]'" in docker
     # Qdrant server and client: the server is at least the client's floor (same major).
-    client = next(r for r in PYPROJECT["project"]["dependencies"] if r.startswith("qdrant-client"))
+    client = next(r for r in PYPROJECT["project"]["optional-dependencies"]["server"] if r.startswith("qdrant-client"))
     cmaj, cmin = map(int, re.search(r">=(\d+)\.(\d+)", client).groups())  # type: ignore[union-attr]
     (qdrant,) = [c["image"] for pod in _pods() for c in pod["containers"] if "qdrant" in c["image"]]
     smaj, smin = map(int, re.search(r":v(\d+)\.(\d+)", qdrant).groups())  # type: ignore[union-attr]
