@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 
-for _p in (Path(__file__).resolve().parents[1] / "client", Path(__file__).resolve().parents[1] / "serving"):
-    if str(_p) not in sys.path:  # ``import live_kit``, ``import serving_kit``
+_HERE = Path(__file__).resolve().parent
+for _p in (_HERE, _HERE.parent / "client", _HERE.parent / "serving"):
+    if str(_p) not in sys.path:  # ``import mcp_kit``, ``import live_kit``, ``import serving_kit``
         sys.path.insert(0, str(_p))
 
 from live_kit import KEY_STAR, LiveServer  # noqa: E402
-
-#: A word only on a RESTRICTED page of liba's report: it must never come out of any tool.
-CANARY = "zqmcpcanary"
+from mcp_kit import CANARY  # noqa: E402
 
 
 @pytest.fixture(scope="module")

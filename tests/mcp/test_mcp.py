@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import httpx
 import httpx2
 import pytest
-from conftest import CANARY
+from mcp_kit import CANARY
 from live_kit import KEY_A, KEY_STAR, LiveServer
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client

@@ -1,0 +1,4 @@
+"""What the MCP tests share."""
+
+#: A word only on a RESTRICTED page of liba's report: it must never come out of any tool.
+CANARY = "zqmcpcanary"
