@@ -167,7 +167,12 @@ class EdgeStore:
         """``exact_device``: where int8 columns are scored (``RAGSPINE_EXACT_DEVICE``: ``numpy``,
         ``auto`` or a torch device); a device copy of each column is built in the background."""
         self.root = Path(data_dir) / "libraries"
-        self._device = resolve_device(exact_device)
+        # Resolved at the first int8 column (a library with page vectors): "auto" asks torch
+        # whether a GPU is there, and a store of text libraries never needs torch (~400 MB of
+        # mapped libraries with the GPU extra installed).
+        self._exact_device = exact_device
+        self._device_resolved = False
+        self._device: str | None = None
         self.root.mkdir(parents=True, exist_ok=True)
         self._dir_lock = _lock_data_dir(self.root)
         self._search_threads = search_threads or None
@@ -269,6 +274,9 @@ class EdgeStore:
             return cols
 
     def _make_resident(self, col: MultivectorColumn) -> None:
+        if not self._device_resolved:
+            self._device = resolve_device(self._exact_device)
+            self._device_resolved = True
         if self._device is not None:
             res = ResidentColumn(col, self._device)
             col.attach(res)
