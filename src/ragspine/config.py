@@ -76,6 +76,9 @@ class Settings(BaseSettings):
     #: Seconds without a heartbeat after which an unfinished ingest job is taken for lost with
     #: its replica (it then reads ``failed``, ``replica-lost``); heartbeats come 6 times as often.
     job_stale_seconds: float = Field(default=30.0, gt=0)
+    #: Days a job's record is kept after it ended (or after the last heartbeat of one whose
+    #: replica is gone); older ones are pruned, and their GET answers 404.
+    job_retention_days: float = Field(default=7.0, gt=0)
     #: Where the relation graph is kept: ``files`` (SQLite under the data dir), ``store`` (the
     #: library's own collection, written under its writer lease). ``auto``: ``store`` when writer
     #: leases are on (several replicas), else ``files``.

@@ -64,7 +64,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     """Build the app. Pass ``engine`` to share one (tests, Ray ingress); else one is opened."""
     eng = engine if engine is not None else Engine(settings)
     jobs = JobRunner(settings.ingest_workers, JobRecords(
-        eng.store, eng.replica, heartbeat=settings.job_stale_seconds / 6, stale_after=settings.job_stale_seconds))
+        eng.store, eng.replica, heartbeat=settings.job_stale_seconds / 6, stale_after=settings.job_stale_seconds,
+        retention=settings.job_retention_days * 86400))
     metrics = Metrics()
     pool = eng.indexer.ocr_pool
     metrics.ocr_backlog(lambda: eng.ocr_queue.backlog, lambda: pool.backlog if pool is not None else 0)

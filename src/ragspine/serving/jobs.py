@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from ragspine.catalog import point_id
 from ragspine.errors import LibraryNotFoundError, RagspineError, StoreError
-from ragspine.store.base import CollectionSpec, PointData, Store
+from ragspine.store.base import CollectionSpec, PointData, Store, Where
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,10 @@ KIND_JOB = "job"
 #: job's record without one belongs to a replica that is gone.
 JOB_STALE_SECONDS = 30.0
 JOB_HEARTBEAT_SECONDS = JOB_STALE_SECONDS / 6
+#: How long a job's record is kept after it ended (RAGSPINE_JOB_RETENTION_DAYS), and how often
+#: a replica prunes older ones.
+JOB_RETENTION_SECONDS = 7 * 86400.0
+PRUNE_EVERY_SECONDS = 3600.0
 
 
 #: The collection of job records: a name no library may take (see check_library_name).
@@ -106,11 +110,14 @@ class JobRecords:
     """Job state in the store, readable by every replica (see the module docstring)."""
 
     def __init__(self, store: Store, replica: str, *, heartbeat: float = JOB_HEARTBEAT_SECONDS,
-                 stale_after: float = JOB_STALE_SECONDS) -> None:
+                 stale_after: float = JOB_STALE_SECONDS, retention: float = JOB_RETENTION_SECONDS,
+                 prune_every: float = PRUNE_EVERY_SECONDS) -> None:
         self.store = store
         self.replica = replica
         self.heartbeat = heartbeat
         self.stale_after = stale_after
+        self.retention = retention
+        self.prune_every = prune_every
         self._ready = False
 
     def _ensure(self) -> None:
@@ -135,6 +142,26 @@ class JobRecords:
             self._ready = False
             logger.exception("could not record the state of job %s", job.id)
 
+    @staticmethod
+    def ended_at(payload: dict[str, Any]) -> float:
+        """When a record's job ended: its finish time, or, for one never finished (its replica
+        went away), its last heartbeat."""
+        return float(payload.get("finished_at") or payload.get("heartbeat_at") or 0.0)
+
+    def prune(self, now: float | None = None) -> int:
+        """Delete the records of jobs that ended more than ``retention`` seconds ago; returns
+        how many. Every replica may run it: deleting a record twice is harmless."""
+        cutoff = (time.time() if now is None else now) - self.retention
+        try:
+            recs = self.store.scroll(JOBS_COLLECTION, Where(kind=KIND_JOB), fields=["finished_at", "heartbeat_at"])
+        except LibraryNotFoundError:  # no job was ever recorded
+            return 0
+        old = [r.id for r in recs if self.ended_at(r.payload) < cutoff]
+        if old:
+            self.store.delete_ids(JOBS_COLLECTION, old)
+            logger.info("pruned %d job records older than %.1f days", len(old), self.retention / 86400)
+        return len(old)
+
     def read(self, job_id: str) -> dict[str, Any] | None:
         point = _job_point(job_id)
         if point is None:
@@ -146,6 +173,8 @@ class JobRecords:
         if not recs:
             return None
         p = dict(recs[0].payload)
+        if self.ended_at(p) < time.time() - self.retention:
+            return None  # past retention, not yet pruned: as gone as a pruned one
         replica, beat = p.get("replica"), float(p.pop("heartbeat_at", 0.0))
         p.pop("kind", None)
         age = time.time() - beat
@@ -201,11 +230,26 @@ class JobRunner:
 
     def _heartbeat(self) -> None:
         assert self.records is not None
-        while not self._stop.wait(self.records.heartbeat):
+        next_prune = time.monotonic()  # at start, then every prune_every seconds
+        while True:
+            if time.monotonic() >= next_prune:
+                next_prune = time.monotonic() + self.records.prune_every
+                self._prune()
+            if self._stop.wait(self.records.heartbeat):
+                return
             with self._lock:
                 live = [j for j in self._jobs.values() if j.finished_at is None]
             for j in live:
                 self._record(j, beat=True)
+
+    def _prune(self) -> None:
+        assert self.records is not None
+        try:
+            self.records.prune()
+        except Exception:  # the store is down: the next round tries again
+            logger.warning("could not prune old job records", exc_info=True)
+        with self._lock:
+            self._trim()
 
     def submit(self, library: str, filename: str | None, work: Callable[[Job], dict[str, Any]],
                cleanup: Callable[[], None]) -> Job:
@@ -257,6 +301,10 @@ class JobRunner:
         return self.records.read(job_id) if self.records is not None else None
 
     def _trim(self) -> None:
+        if self.records is not None:  # past retention: gone from memory as from the store
+            cutoff = time.time() - self.records.retention
+            for j in [j for j in self._jobs.values() if j.finished_at is not None and j.finished_at < cutoff]:
+                del self._jobs[j.id]
         finished = [j for j in self._jobs.values() if j.finished_at is not None]
         if len(finished) > MAX_FINISHED_JOBS:
             for j in sorted(finished, key=lambda j: j.finished_at or 0)[: len(finished) - MAX_FINISHED_JOBS]:
