@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     max_pages: int = Field(default=3000, ge=1)
     #: Largest page side accepted, in PDF points (the PDF spec's own limit is 14,400).
     max_page_side_pt: float = Field(default=14400.0, gt=0)
+    #: An embedded image larger than this many pixels is never decoded (decoded, 64 Mpx of RGB
+    #: is ~190 MB): it is blanked before any render, and its page indexed from its text.
+    max_image_pixels: int = Field(default=64_000_000, ge=1_000_000)
 
     #: Classification markers that make a page RESTRICTED when found in its top/bottom band.
     restricted_markers: list[str] = Field(default_factory=lambda: ["RESTRICTED", "受限"])

@@ -60,6 +60,23 @@ class PageContent:
     ocr_lines: list[tuple[str, BBox]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class SkippedImage:
+    """An embedded image over RAGSPINE_MAX_IMAGE_PIXELS: never decoded, blanked before any
+    render (thumbnails, page images, OCR); its pages are indexed from their text layer."""
+
+    pages: tuple[int, ...]
+    width: int
+    height: int
+
+    def note(self, limit: int) -> str:
+        where = ", ".join(map(str, self.pages))
+        return (f"page{'s' if len(self.pages) > 1 else ''} {where}: an embedded image of {self.width} x "
+                f"{self.height} px ({self.width * self.height / 1e6:.0f} Mpx) was not decoded; the limit is "
+                f"{limit / 1e6:.0f} Mpx (RAGSPINE_MAX_IMAGE_PIXELS): the page is indexed from its text, "
+                "without that image in its thumbnail or OCR")
+
+
 @dataclass
 class ParsedPDF:
     #: The open PDF (renders thumbnails); ``None`` for plain text ingested without a PDF.
@@ -67,7 +84,9 @@ class ParsedPDF:
     pages: list[PageContent]
     pdf_metadata: dict[str, str] = field(default_factory=dict)
     #: What the PDF was opened from (bytes or a path): render worker processes open it again.
+    #: With a skipped image, the bytes of the PDF with it blanked.
     source: bytes | str | Path | None = None
+    skipped_images: list[SkippedImage] = field(default_factory=list)
 
     def close(self) -> None:
         if self.doc is not None:
@@ -108,8 +127,11 @@ def open_pdf(
     *,
     max_pages: int = 3000,
     max_page_side_pt: float = 14400.0,
+    max_image_pixels: int = 64_000_000,
 ) -> ParsedPDF:
-    """Open and parse a PDF. ``source`` is the file's bytes or a path."""
+    """Open and parse a PDF. ``source`` is the file's bytes or a path. An embedded image of
+    more than ``max_image_pixels`` is blanked in the open document before anything renders
+    (MuPDF would decode it at full size first, whatever the render's own size cap)."""
     if isinstance(source, (str, Path)):
         with open(source, "rb") as fh:
             head = fh.read(_PDF_MAGIC_WINDOW)
@@ -149,13 +171,39 @@ def open_pdf(
                 f"the PDF has {n} pages; the limit is {max_pages} (RAGSPINE_MAX_PAGES)"
             )
         pages = [_read_page(doc, i, max_page_side_pt) for i in range(n)]
+        skipped = _blank_oversized_images(doc, pages, max_image_pixels)
         if not any(p.text.strip() or p.has_images or p.has_drawings for p in pages):
+            if skipped:
+                big = max(skipped, key=lambda s: s.width * s.height)
+                raise OversizeError(
+                    f"the PDF holds no text, only images over the decode limit: page {big.pages[0]} has an "
+                    f"image of {big.width} x {big.height} px ({big.width * big.height / 1e6:.0f} Mpx); the "
+                    f"limit is {max_image_pixels / 1e6:.0f} Mpx (RAGSPINE_MAX_IMAGE_PIXELS)")
             raise EmptyPDFError(f"the PDF has {n} page(s) but no text and no images")
+        if skipped:
+            source = doc.tobytes()  # what render and OCR worker processes open: blanked too
         meta = {k: v for k, v in (doc.metadata or {}).items() if isinstance(v, str) and v.strip()}
-        return ParsedPDF(doc=doc, pages=pages, pdf_metadata=meta, source=source)
+        return ParsedPDF(doc=doc, pages=pages, pdf_metadata=meta, source=source, skipped_images=skipped)
     except BaseException:
         doc.close()
         raise
+
+
+def _blank_oversized_images(doc: pymupdf.Document, pages: list[PageContent], limit: int) -> list[SkippedImage]:
+    """Replace every image over ``limit`` pixels (by its declared size: nothing is decoded) with
+    a blank 1 x 1 one, on every page that shows it; a page left with no other image loses its
+    ``has_images`` (there is nothing to read with OCR)."""
+    big: dict[int, tuple[int, int, list[int]]] = {}
+    for p in pages:
+        images = doc.load_page(p.number - 1).get_images(full=True)
+        over = [(xref, w, h) for xref, _smask, w, h, *_ in images if w * h > limit]
+        for xref, w, h in over:
+            big.setdefault(xref, (w, h, []))[2].append(p.number)
+        if over and len(over) == len({i[0] for i in images}):
+            p.has_images = False
+    for xref, (_w, _h, numbers) in big.items():
+        doc.load_page(numbers[0] - 1).delete_image(xref)  # one xref: every page showing it
+    return [SkippedImage(tuple(numbers), w, h) for w, h, numbers in big.values()]
 
 
 def _read_page(doc: pymupdf.Document, index: int, max_side: float) -> PageContent:

@@ -203,7 +203,8 @@ class Indexer:
                     self.pending.put(library, key, data, meta.model_dump(mode="json"), filename)
                 return self._unchanged(library, prev, t0)
         parsed = open_pdf(
-            data, max_pages=self.settings.max_pages, max_page_side_pt=self.settings.max_page_side_pt
+            data, max_pages=self.settings.max_pages, max_page_side_pt=self.settings.max_page_side_pt,
+            max_image_pixels=self.settings.max_image_pixels,
         )
         try:
             deferred: list[int] = []  # pages whose content OCR waits for phase 2
@@ -459,7 +460,9 @@ class Indexer:
         )
         return IngestResult(
             library, doc_id, "indexed", version, total, len(kept), dropped, n_chunks,
-            time.perf_counter() - t0, warnings, pages_ocr=sum(1 for p in kept if p.ocr_lines),
+            time.perf_counter() - t0,
+            [*(s.note(self.settings.max_image_pixels) for s in parsed.skipped_images), *warnings],
+            pages_ocr=sum(1 for p in kept if p.ocr_lines),
             ocr=ocr_state, ocr_pending_pages=list(deferred),
         )
 
