@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from ragspine.catalog.formats import Upgraded, upgrade
 from ragspine.catalog import (
     PAGE_FULL,
     Libraries,
@@ -173,6 +174,11 @@ class Engine:
         prev = self.libraries.doc_entry(library, doc_id)
         return bool(prev and prev.get("active_version") and prev.get("ocr") not in OPEN_STATES
                     and prev.get("content_key") == self.indexer.content_key(pdf_sha256, metadata))
+
+    def upgrade_library(self, library: str) -> Upgraded:
+        """Bring a library written in an older format to the current one
+        (:mod:`ragspine.catalog.formats`); not through :meth:`library`, which refuses it."""
+        return upgrade(self.libraries, library)
 
     def add_dense(self, library: str, progress: Any = None) -> DenseAdded:
         """Give a library built without dense vectors those of the loaded dense model, from the

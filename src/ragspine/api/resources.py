@@ -63,8 +63,10 @@ class LibraryCreated(Reply):
 
 class LibrarySummary(Reply):
     name: str
-    documents: int
-    pages: int
+    #: None when the library cannot be read now (``problem`` says why and what to run).
+    documents: int | None
+    pages: int | None
+    problem: str | None = None
 
 
 class LibraryList(Reply):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragspine.api.names import DOC_ID_PATTERN, LIBRARY_NAME_PATTERN
+from ragspine.catalog.formats import LIBRARY_FORMAT, UNVERSIONED_FORMAT, check_format
 from ragspine.catalog.ids import point_id
 from ragspine.catalog.leases import Lease, WriterLeases
 from ragspine.errors import (
@@ -115,10 +116,13 @@ class LibraryRecord:
     encoders: dict[str, dict[str, Any]]
     field_types: dict[str, str] = field(default_factory=dict)
     stats: dict[str, LengthStats] = field(default_factory=dict)
+    #: The layout the library is written in (ragspine.catalog.formats).
+    format_version: int = LIBRARY_FORMAT
 
     def to_payload(self) -> dict[str, Any]:
         return {
             "kind": KIND_LIBRARY,
+            "format_version": self.format_version,
             "name": self.name,
             "created_at": self.created_at,
             "encoders": self.encoders,
@@ -134,6 +138,7 @@ class LibraryRecord:
             encoders={k: dict(v) for k, v in (p.get("encoders") or {}).items()},
             field_types=dict(p.get("field_types") or {}),
             stats={k: LengthStats.from_json(v) for k, v in (p.get("stats") or {}).items()},
+            format_version=int(p.get("format_version", UNVERSIONED_FORMAT)),
         )
 
 
@@ -325,6 +330,7 @@ class Libraries:
     def open(self, name: str) -> LibraryRecord:
         """The record, after checking the library was built with the encoders configured now."""
         rec = self.get(name)
+        check_format(name, rec.format_version)  # an older or newer layout is never read as this one
         want = expected_encoders(self.bm25)
         for fname, enc in want.items():
             have = rec.encoders.get(fname)

@@ -232,6 +232,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_libraries(args: argparse.Namespace) -> int:
+    from ragspine.catalog.formats import LibraryFormatError
     from ragspine.engine import Engine
     from ragspine.errors import RagspineError
 
@@ -246,6 +247,10 @@ def cmd_libraries(args: argparse.Namespace) -> int:
         elif args.optimize:
             seconds = engine.optimize_library(args.optimize)
             print(f"optimized library '{args.optimize}' in {seconds:.1f} s")
+        elif args.upgrade:
+            up = engine.upgrade_library(args.upgrade)
+            print(f"library '{up.library}' is in format {up.target}" if not up.steps else
+                  f"library '{up.library}': format {up.source} -> {up.target} ({'; '.join(up.steps)})")
         elif args.add_dense:
             from tqdm import tqdm
 
@@ -269,7 +274,11 @@ def cmd_libraries(args: argparse.Namespace) -> int:
             if not names:
                 print("no libraries (create one with: ragspine libraries --create NAME)")
             for name in names:
-                docs = engine.documents(name)
+                try:
+                    docs = engine.documents(name)
+                except LibraryFormatError as exc:
+                    print(f"{name}\t{exc.detail}")
+                    continue
                 pages = sum(d["pages_indexed"] or 0 for d in docs)
                 owed = {s: sum(1 for d in docs if d["ocr"] == s) for s in ("pending", "failed")}
                 ocr = "".join(f"\tOCR {s}: {n} documents" for s, n in owed.items() if n)
@@ -386,6 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--delete", metavar="NAME")
     g.add_argument("--optimize", metavar="NAME",
                    help="build the library's search indexes after a bulk ingest (blocks searches while it runs)")
+    g.add_argument("--upgrade", metavar="NAME",
+                   help="bring a library written by an older ragspine to this one's format (atomic; "
+                        "run it again if it was interrupted)")
     g.add_argument("--add-dense", metavar="NAME",
                    help="give a library built without dense vectors those of RAGSPINE_DENSE_MODEL, from its "
                         "stored passage text (no PDF is parsed again; ingests into it wait meanwhile)")

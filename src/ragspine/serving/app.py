@@ -25,6 +25,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragspine import __version__, api
+from ragspine.catalog.formats import LibraryFormatError
 from ragspine.config import Settings
 from ragspine.engine import Engine
 from ragspine.errors import (
@@ -207,7 +208,11 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         for name in eng.list_libraries():
             if not who.allows(name):
                 continue
-            docs = eng.documents(name)
+            try:
+                docs = eng.documents(name)
+            except LibraryFormatError as exc:  # listed, not readable: the detail says what to run
+                out.append({"name": name, "documents": None, "pages": None, "problem": exc.detail})
+                continue
             out.append({"name": name, "documents": len(docs),
                         "pages": sum(d["pages_indexed"] or 0 for d in docs)})
         return {"libraries": out}
