@@ -281,3 +281,41 @@ def test_an_unchanged_file_whose_ocr_is_owed_gets_it_finished(engine: Engine, fo
     assert [(str(p), first.version, first.ocr_pending_pages) for p, first, _ in r.owed] == [
         ("top.pdf", entry["active_version"], [1])]
     assert next(o.detail for o in r.outcomes if o.action.rel == "top.pdf") == "OCR still owed; it follows"
+
+
+def test_a_different_file_never_takes_over_an_absent_folders_document(engine: Engine, tmp_path: Path) -> None:
+    """Another folder (an unmounted share) is gone for now; a file at the same relative path
+    here with other content fails, and the share's document is untouched when it comes back."""
+    share, home = tmp_path / "share", tmp_path / "home"
+    write_pdf(share / "report.pdf", "The share's report about wombats.")
+    write_pdf(home / "report.pdf", "The home copy is about koalas.")
+    assert sync(engine, share).summary() == "added 1, updated 0, unchanged 0, deleted 0, failed 0"
+    away = tmp_path / "unmounted"
+    share.rename(away)
+    r = sync(engine, home, delete=True)
+    assert r.summary() == "added 0, updated 0, unchanged 0, deleted 0, failed 1"
+    [fail] = [o for o in r.outcomes if o.status == "failed"]
+    assert "which is not there now, and this file differs from what it indexed" in fail.action.reason
+    assert found(engine, "wombats") == {"report.pdf"} and found(engine, "koalas") == set()
+    away.rename(share)
+    assert sync(engine, share).summary() == "added 0, updated 0, unchanged 1, deleted 0, failed 0"
+
+
+def test_a_folder_that_cannot_be_listed_deletes_nothing(engine: Engine, folder: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    sync(engine, folder)
+    before = doc_ids(engine)
+    real = os.scandir
+    blocked = str(folder / "a")
+
+    def scandir(path: object = ".") -> object:
+        if str(path) == blocked:
+            raise PermissionError(13, "Permission denied", blocked)
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    r = sync(engine, folder, delete=True)
+    assert doc_ids(engine) == before
+    assert "folder a could not be listed: its files are neither synced nor deleted this run" in r.notes
+    failed = [o for o in r.outcomes if o.status == "failed"]
+    assert failed and all("could not be listed" in o.action.reason for o in failed)

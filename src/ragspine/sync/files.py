@@ -68,10 +68,21 @@ def sidecar_of(path: Path) -> Path:
     return path.with_name(path.name + SIDECAR_SUFFIX)
 
 
-def find_pdfs(root: Path) -> list[str]:
-    """The relative POSIX paths of the PDFs under ``root``, sorted."""
+def find_pdfs(root: Path, unreadable: list[str] | None = None) -> list[str]:
+    """The relative POSIX paths of the PDFs under ``root``, sorted. A folder that cannot be
+    listed (permission, I/O error, a stale network handle) is appended to ``unreadable`` as its
+    relative path ("" for the root): its files are unknown, not gone."""
     out: list[str] = []
-    for folder, dirs, names in os.walk(root, followlinks=False):
+
+    def failed(exc: OSError) -> None:
+        if unreadable is not None:
+            where = Path(exc.filename) if exc.filename else root
+            try:
+                unreadable.append(where.relative_to(root).as_posix().removeprefix("."))
+            except ValueError:
+                unreadable.append("")
+
+    for folder, dirs, names in os.walk(root, followlinks=False, onerror=failed):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         base = Path(folder)
         for name in names:
@@ -136,11 +147,12 @@ def read_sidecar(path: Path, rel: str) -> dict[str, Any] | None:
     return raw
 
 
-def scan(root: Path, meta: dict[str, Any] | None = None) -> list[LocalFile]:
+def scan(root: Path, meta: dict[str, Any] | None = None, unreadable: list[str] | None = None) -> list[LocalFile]:
     """Every PDF under ``root`` with its id, stat and effective metadata, in path order. A file
-    that cannot be synced carries its ``error`` (the others go on)."""
+    that cannot be synced carries its ``error`` (the others go on); a folder that cannot be
+    listed goes to ``unreadable`` (see :func:`find_pdfs`)."""
     files: list[LocalFile] = []
-    for rel in find_pdfs(root):
+    for rel in find_pdfs(root, unreadable):
         path = root / rel
         doc_id = doc_id_for(rel)
         try:

@@ -28,7 +28,7 @@ Per recorded file of this root that is gone (:func:`plan_gone`), with ``--delete
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -103,6 +103,16 @@ def plan_file(
         opid, other = owners[0]
         if root_exists(other.root):
             return act("fail", reason=f"document {f.doc_id} belongs to the sync of {other.root}; it is left alone")
+        # That folder is not there now: moved for good, or an unmounted share. Only the same
+        # bytes and metadata as it committed say "moved": anything else would overwrite its
+        # document while it is away.
+        try:
+            same = key_of(f, sha_of(f)) == entry.get("content_key")
+        except (OSError, RagspineError) as exc:
+            return act("fail", reason=f"cannot be read: {exc}")
+        if not same:
+            return act("fail", reason=f"document {f.doc_id} belongs to the sync of {other.root}, which is not "
+                       "there now, and this file differs from what it indexed; it is left alone")
         adopt, keys = opid, tuple(dict.fromkeys((*keys, *other.keys)))
     ours = (str(entry["content_key"]),) if entry is not None else ()
     changed: Kind = "update" if entry is not None or (rec is not None and rec.state == "dropped") else "add"
@@ -137,11 +147,18 @@ def plan_file(
 
 def plan_gone(
     pid: str, rec: SyncedFile, entry: Mapping[str, Any] | None, *, delete: bool,
+    unreadable: Sequence[str] = (),
 ) -> Action:
-    """The action for a recorded file of this root that is no longer in the folder."""
+    """The action for a recorded file of this root that is no longer in the folder (or whose
+    folder could not be listed: ``unreadable``, relative paths, "" for the root)."""
     def act(kind: Kind, reason: str = "") -> Action:
         return Action(kind, pid, rec.path, rec.doc_id, reason=reason)
 
+    path = rec.path or ""
+    blind = [u for u in unreadable if u == "" or path == u or path.startswith(u + "/")]
+    if blind:
+        return act("fail", reason=f"its folder {blind[0] or '(the root)'} could not be listed, so whether the "
+                   "file is gone is unknown; nothing is deleted")
     if not delete:
         return act("keep")
     if rec.state == "dropped" or rec.doc_id is None or not live(entry):

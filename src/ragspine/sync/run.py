@@ -153,7 +153,11 @@ def sync_folder(
     def sha_of(f: LocalFile) -> str:
         return file_sha256(f.path)
 
-    files = scan(root, opts.meta)
+    unreadable: list[str] = []
+    files = scan(root, opts.meta, unreadable)
+    for u in unreadable:
+        report.notes.append(f"folder {u or '(the root)'} could not be listed: its files are neither synced nor "
+                            "deleted this run")
     now = opts.now_ns()
     settle_ns = int(opts.settle_s * 1e9) if opts.settle_s else 0
     actions = [plan_file(f, mine.get(pid), manifest.get(f.doc_id), others.get(f.doc_id, []), root=root_key,
@@ -167,7 +171,8 @@ def sync_folder(
             f"; nothing deleted (an empty or unmounted folder is never taken for {len(gone)} removed files)"
             if opts.delete and gone else ""))
     else:
-        actions += [plan_gone(pid, r, manifest.get(r.doc_id) if r.doc_id else None, delete=opts.delete)
+        actions += [plan_gone(pid, r, manifest.get(r.doc_id) if r.doc_id else None, delete=opts.delete,
+                              unreadable=unreadable)
                     for pid, r in gone]
     kept = sum(1 for a in actions if a.kind == "keep")
     if kept:
