@@ -51,6 +51,14 @@ class Engine:
     def __init__(self, settings: Settings, store: Store | None = None, models: ModelSet | None = None) -> None:
         self.settings = settings
         self.store = store if store is not None else open_store(settings)
+        try:
+            self._wire(settings, models)
+        except BaseException:
+            if store is None:  # ours: give the data dir back (the embedded store holds a lock on it)
+                self.store.close()
+            raise
+
+    def _wire(self, settings: Settings, models: ModelSet | None) -> None:
         #: Page, dense and rerank models (local, or proxies of Ray deployments); each optional.
         self.models = models if models is not None else ModelSet.from_settings(settings)
         bm25 = BM25Params(settings.bm25_k1, settings.bm25_b)
@@ -310,14 +318,16 @@ class Engine:
     def close(self) -> None:
         # Queued phase-2 OCR is dropped (it stays pending; the next start resumes it), and a
         # running one is waited for: it writes to the store closed below.
-        self.ocr_queue.close()
-        if self.leases is not None:
-            self.leases.close()
-        self.indexer.close()
-        self.graph.close()
-        if self.lexical is not None:
-            self.lexical.close()  # waits for a running index update: it reads the store
-        self.store.close()
+        try:
+            self.ocr_queue.close()
+            if self.leases is not None:
+                self.leases.close()
+            self.indexer.close()
+            self.graph.close()
+            if self.lexical is not None:
+                self.lexical.close()  # waits for a running index update: it reads the store
+        finally:
+            self.store.close()  # whatever failed above: the data dir is given back
 
 
 def public_entry(e: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ asks the shard for the first stage's candidates (filters included) and scores th
 from __future__ import annotations
 
 import json
+import errno
 import logging
 import shutil
 import threading
@@ -149,15 +150,43 @@ def _lock_data_dir(root: Path) -> Any:
         import fcntl
     except ImportError:  # not POSIX: no lock (the README says one process per data dir)
         return None
-    fh = open(root / LOCK_FILE, "a+b")  # noqa: SIM115 - held open for the store's life
-    try:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.close()
-        raise DataDirInUseError(
-            f"the data dir {root.parent} is in use by another ragspine process (a running 'ragspine "
-            "serve'?); stop it, or go through that server's REST API") from None
-    return fh
+    key = str(root.resolve())
+    with _HELD_GUARD:
+        if key in _HELD:  # flock would say the same, but not that it is this very process
+            raise DataDirInUseError(
+                f"the data dir {root.parent} is already open in this process; close the other store "
+                "(Engine.close()) first")
+        fh = open(root / LOCK_FILE, "a+b")  # noqa: SIM115 - held open for the store's life
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            fh.close()
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise DataDirInUseError(
+                    f"the data dir {root.parent} is in use by another ragspine process (a running 'ragspine "
+                    "serve'?); stop it, or go through that server's REST API") from None
+            # A filesystem without flock (some network and FUSE mounts): run, unguarded, and say so.
+            logger.warning("cannot lock the data dir %s (%s): nothing stops a second process from opening it",
+                           root.parent, exc)
+            return None
+        _HELD.add(key)
+    return _DirLock(fh, key)
+
+
+#: Data dirs this process holds (see _lock_data_dir).
+_HELD: set[str] = set()
+_HELD_GUARD = threading.Lock()
+
+
+class _DirLock:
+    def __init__(self, fh: Any, key: str) -> None:
+        self.fh = fh
+        self.key = key
+
+    def close(self) -> None:
+        with _HELD_GUARD:
+            _HELD.discard(self.key)
+            self.fh.close()  # closing the file releases its lock
 
 
 class EdgeStore:
@@ -633,17 +662,19 @@ class EdgeStore:
 
     def close(self) -> None:
         with self._lock:
-            for shard in self._shards.values():
-                try:
-                    shard.flush()
-                    shard.close()
-                except Exception:  # best effort: every commit point already flushed (no WAL)
-                    logger.exception("closing an Edge shard failed")
-            self._shards.clear()
-            for cols in self._columns.values():
-                for c in cols.values():
-                    c.close()
-            self._columns.clear()
-            if self._dir_lock is not None:
-                self._dir_lock.close()  # closing the file releases its lock
-                self._dir_lock = None
+            try:
+                for shard in self._shards.values():
+                    try:
+                        shard.flush()
+                        shard.close()
+                    except Exception:  # best effort: every commit point already flushed (no WAL)
+                        logger.exception("closing an Edge shard failed")
+                self._shards.clear()
+                for cols in self._columns.values():
+                    for c in cols.values():
+                        c.close()
+                self._columns.clear()
+            finally:
+                if self._dir_lock is not None:  # the data dir is given back, whatever failed
+                    self._dir_lock.close()
+                    self._dir_lock = None
