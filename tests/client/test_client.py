@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import io
+from typing import Any
 
 import pdfs
 import pytest
@@ -89,16 +90,59 @@ def test_a_queued_upload_is_waited_for(live: LiveServer, tmp_path: pytest.TempPa
         assert err.value.status == 415 and err.value.type == "not-a-pdf"
 
 
-def test_waiting_polls_less_and_less_often() -> None:
-    from ragspine.client._common import wait_delays
+def test_waiting_polls_less_and_less_often_and_once_more_at_the_deadline() -> None:
+    import httpx
 
-    delays = []
-    for d in wait_delays("j", deadline=float("inf")):
-        delays.append(d)
-        if len(delays) == 12:
-            break
+    from ragspine.client import JobTimeoutError
+    from ragspine.client._common import MAX_POLL_S, next_delay
+
+    delays = [0.1]
+    while len(delays) < 12:
+        delays.append(next_delay(delays[-1]))
     assert delays[:3] == [0.1, pytest.approx(0.1 * POLL_GROWTH), pytest.approx(0.1 * POLL_GROWTH ** 2)]
-    assert max(delays) == 2.0 and delays[-1] == 2.0
+    assert delays[-1] == MAX_POLL_S
+    polls = []
+
+    def running(request: httpx.Request) -> httpx.Response:
+        polls.append(request.url.path)
+        return httpx.Response(200, json={"id": "j" * 32, "state": "running", "library": "l", "created_at": 0.0})
+
+    with Client("http://test", transport=httpx.MockTransport(running)) as rs:
+        with pytest.raises(JobTimeoutError) as err:
+            rs.wait_for("j" * 32, timeout=0)
+    assert polls == [f"/v1/jobs/{'j' * 32}"]  # a zero timeout still looks once
+    assert err.value.job_id == "j" * 32
+
+
+def test_readiness_is_an_answer_even_when_not_ready() -> None:
+    import httpx
+
+    def not_ready(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, json={"status": "not ready", "checks": {"store": "unavailable: StoreError"}})
+
+    with Client("http://test", transport=httpx.MockTransport(not_ready)) as rs:
+        assert rs.ready() == {"status": "not ready", "checks": {"store": "unavailable: StoreError"}}
+
+
+def test_one_async_client_serves_two_event_loops(live: LiveServer) -> None:
+    rs = AsyncClient(live.url, api_key=KEY_STAR)
+    first = asyncio.run(rs.libraries())
+    second = asyncio.run(rs.libraries())  # a new loop: its connections are new
+    assert [lib.name for lib in first] == [lib.name for lib in second]
+    asyncio.run(rs.aclose())
+
+
+def test_unserialisable_metadata_opens_no_file(tmp_path: Any) -> None:
+    import gc
+    import warnings
+
+    path = tmp_path / "x.pdf"
+    path.write_bytes(pdfs.make_pdf(["a page"]))
+    with Client("http://127.0.0.1:9") as rs, warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        with pytest.raises(TypeError):
+            rs.upload("lib", path, metadata={"when": object()})
+        gc.collect()
 
 
 def test_a_failed_job_raises_its_own_error() -> None:

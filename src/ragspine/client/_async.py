@@ -15,11 +15,13 @@ from ragspine.client import _calls as calls
 from ragspine.client._calls import Call, FileInput
 from ragspine.client._common import (
     DEFAULT_URL,
+    FIRST_POLL_S,
     check,
     finished,
     headers_for,
+    next_delay,
     read,
-    wait_delays,
+    timed_out,
 )
 
 T = TypeVar("T")
@@ -37,8 +39,14 @@ class AsyncClient:
     def __init__(self, url: str = DEFAULT_URL, *, api_key: str | None = None, timeout: float = 120.0,
                  transport: httpx.AsyncBaseTransport | None = None, headers: Mapping[str, str] | None = None) -> None:
         self.url = url.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.url, headers=headers_for(api_key, headers), timeout=timeout,
-                                  transport=transport)
+
+        def make() -> httpx.AsyncClient:
+            return httpx.AsyncClient(base_url=self.url, headers=headers_for(api_key, headers), timeout=timeout,
+                                     transport=transport)
+
+        self._make = make
+        self._http = make()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -47,20 +55,31 @@ class AsyncClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._client().aclose()  # another loop's connections went with that loop
 
     def absolute(self, path: str) -> str:
         """A URL the server answered relative (a hit's ``thumbnail_url``), made absolute."""
         return path if "://" in path else f"{self.url}{path}"
 
+    def _client(self) -> httpx.AsyncClient:
+        """The httpx client of the running event loop. Its pooled connections belong to the loop
+        that opened them: used from another loop (a second ``asyncio.run``), the client starts
+        afresh, and the old loop's connections are dropped with it."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            if self._loop is not None:
+                self._http = self._make()
+            self._loop = loop
+        return self._http
+
     async def _send(self, call: Call[T]) -> T:
         try:
-            r = await self._http.request(call.method, call.path, params=call.params, json=call.json,
+            r = await self._client().request(call.method, call.path, params=call.params, json=call.json,
                                    files=call.files, data=call.data)
         finally:
             for fh in call.opened:
                 fh.close()
-        check(r.status_code, r.content, r.headers.get("content-type", ""))
+        check(r.status_code, r.content, r.headers.get("content-type", ""), call.accept)
         return read(call, r)
 
     # -- health ----------------------------------------------------------------------------------
@@ -88,11 +107,14 @@ class AsyncClient:
     # -- documents -------------------------------------------------------------------------------
 
     async def upload(self, library: str, pdf: FileInput, *, metadata: Mapping[str, Any] | None = None,
-               filename: str | None = None, wait: bool = False) -> api.Job:
+               filename: str | None = None, wait: bool = False, timeout: float = 3600.0) -> api.Job:
         """Upload a PDF (a path, bytes or a binary file). ``metadata``: doc_id, title, entity,
-        period, sensitivity, page_sensitivity... The job is queued (``wait=False``) or ended,
-        its OCR included (``wait=True``; a failed ingest raises :class:`ApiError`)."""
-        return await self._send(calls.upload(library, pdf, metadata, filename, wait))
+        period, sensitivity, page_sensitivity... The job as queued (``wait=False``), or ended,
+        its OCR included (``wait=True``: polled, up to ``timeout`` seconds; a failed ingest
+        raises :class:`JobFailedError`, one still running :class:`JobTimeoutError`, which
+        carries the job id)."""
+        job = await self._send(calls.upload(library, pdf, metadata, filename))
+        return (await self.wait_for(job, timeout=timeout, ocr=True)) if wait else job
 
     async def job(self, job_id: str) -> api.Job:
         return await self._send(calls.job(job_id))
@@ -102,12 +124,16 @@ class AsyncClient:
         raises :class:`JobFailedError`; one still running at ``timeout`` :class:`JobTimeoutError`."""
         job_id = job if isinstance(job, str) else job.id
         deadline = time.monotonic() + timeout
-        for delay in wait_delays(job_id, deadline):
+        delay = FIRST_POLL_S
+        while True:  # polled at least once, and once more at the deadline
             state = await self.job(job_id)
             if finished(state, ocr):
                 return state
-            await asyncio.sleep(delay)
-        raise AssertionError("unreachable: wait_delays raises at the deadline")  # pragma: no cover
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise timed_out(job_id)
+            await asyncio.sleep(min(delay, left))
+            delay = next_delay(delay)
 
     async def documents(self, library: str) -> list[api.Document]:
         return await self._send(calls.documents(library))

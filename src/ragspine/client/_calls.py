@@ -36,6 +36,8 @@ class Call(Generic[T]):
     data: dict[str, str] | None = None
     #: Files this call opened, closed after it is sent.
     opened: list[IO[bytes]] = field(default_factory=list)
+    #: Error statuses whose body is the answer (``/readyz``'s 503 carries the checks).
+    accept: tuple[int, ...] = ()
 
 
 def _seg(value: str) -> str:
@@ -70,7 +72,7 @@ def _field(model: type[BaseModel], name: str) -> Any:
 # -- health -------------------------------------------------------------------------------------
 
 def ready() -> Call[dict[str, Any]]:
-    return Call("GET", "/readyz", "model", parse=dict)
+    return Call("GET", "/readyz", "model", parse=dict, accept=(503,))
 
 
 # -- libraries ----------------------------------------------------------------------------------
@@ -93,13 +95,13 @@ def add_dense(library: str) -> Call[api.DenseAdded]:
 
 # -- documents ----------------------------------------------------------------------------------
 
-def upload(library: str, pdf: FileInput, metadata: Mapping[str, Any] | None, filename: str | None,
-           wait: bool) -> Call[api.Job]:
+def upload(library: str, pdf: FileInput, metadata: Mapping[str, Any] | None, filename: str | None) -> Call[api.Job]:
+    """Queue an upload (202 + the job); waiting is the client's (``wait_for``): a request held
+    open for a long OCR would outlive any read timeout, and the caller would lose the job id."""
+    data = {"metadata": json.dumps(dict(metadata), ensure_ascii=False)} if metadata else None  # before a file opens
     opened: list[IO[bytes]] = []
     files = {"file": _file(pdf, filename, "document.pdf", "application/pdf", opened)}
-    data = {"metadata": json.dumps(dict(metadata), ensure_ascii=False)} if metadata else None
-    return Call("POST", f"{_lib(library)}/documents", "model", _model(api.Job),
-                params={"wait": "true"} if wait else None, files=files, data=data, opened=opened)
+    return Call("POST", f"{_lib(library)}/documents", "model", _model(api.Job), files=files, data=data, opened=opened)
 
 
 def job(job_id: str) -> Call[api.Job]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TypeVar
 
 import httpx
@@ -25,8 +25,8 @@ def headers_for(api_key: str | None, extra: Mapping[str, str] | None) -> dict[st
     return out
 
 
-def check(status: int, body: bytes, content_type: str) -> None:
-    if status >= 400:
+def check(status: int, body: bytes, content_type: str, accept: tuple[int, ...] = ()) -> None:
+    if status >= 400 and status not in accept:
         raise ApiError.from_response(status, body, content_type)
 
 
@@ -47,16 +47,11 @@ def finished(job: api.Job, ocr: bool) -> bool:
     return job.state == "succeeded" and (not ocr or job.ocr not in ("pending",))
 
 
-def wait_delays(job_id: str, deadline: float) -> Iterator[float]:
-    """Seconds to sleep between polls; raises :class:`JobTimeoutError` once past ``deadline``."""
-    import time
-
-    delay = FIRST_POLL_S
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise JobTimeoutError(f"job {job_id} has not ended yet; it goes on on the server")
-        yield min(delay, left)
-        delay = min(delay * POLL_GROWTH, MAX_POLL_S)
+def next_delay(delay: float) -> float:
+    """The pause before the next poll of a job: 1.5x the last one, at most 2 s."""
+    return min(delay * POLL_GROWTH, MAX_POLL_S)
 
 
+def timed_out(job_id: str) -> JobTimeoutError:
+    return JobTimeoutError(f"job {job_id} has not ended yet; it goes on on the server (poll it with job())",
+                           job_id)

@@ -13,11 +13,13 @@ from ragspine.client import _calls as calls
 from ragspine.client._calls import Call, FileInput
 from ragspine.client._common import (
     DEFAULT_URL,
+    FIRST_POLL_S,
     check,
     finished,
     headers_for,
+    next_delay,
     read,
-    wait_delays,
+    timed_out,
 )
 
 T = TypeVar("T")
@@ -58,7 +60,7 @@ class Client:
         finally:
             for fh in call.opened:
                 fh.close()
-        check(r.status_code, r.content, r.headers.get("content-type", ""))
+        check(r.status_code, r.content, r.headers.get("content-type", ""), call.accept)
         return read(call, r)
 
     # -- health ----------------------------------------------------------------------------------
@@ -86,11 +88,14 @@ class Client:
     # -- documents -------------------------------------------------------------------------------
 
     def upload(self, library: str, pdf: FileInput, *, metadata: Mapping[str, Any] | None = None,
-               filename: str | None = None, wait: bool = False) -> api.Job:
+               filename: str | None = None, wait: bool = False, timeout: float = 3600.0) -> api.Job:
         """Upload a PDF (a path, bytes or a binary file). ``metadata``: doc_id, title, entity,
-        period, sensitivity, page_sensitivity... The job is queued (``wait=False``) or ended,
-        its OCR included (``wait=True``; a failed ingest raises :class:`ApiError`)."""
-        return self._send(calls.upload(library, pdf, metadata, filename, wait))
+        period, sensitivity, page_sensitivity... The job as queued (``wait=False``), or ended,
+        its OCR included (``wait=True``: polled, up to ``timeout`` seconds; a failed ingest
+        raises :class:`JobFailedError`, one still running :class:`JobTimeoutError`, which
+        carries the job id)."""
+        job = self._send(calls.upload(library, pdf, metadata, filename))
+        return (self.wait_for(job, timeout=timeout, ocr=True)) if wait else job
 
     def job(self, job_id: str) -> api.Job:
         return self._send(calls.job(job_id))
@@ -100,12 +105,16 @@ class Client:
         raises :class:`JobFailedError`; one still running at ``timeout`` :class:`JobTimeoutError`."""
         job_id = job if isinstance(job, str) else job.id
         deadline = time.monotonic() + timeout
-        for delay in wait_delays(job_id, deadline):
+        delay = FIRST_POLL_S
+        while True:  # polled at least once, and once more at the deadline
             state = self.job(job_id)
             if finished(state, ocr):
                 return state
-            time.sleep(delay)
-        raise AssertionError("unreachable: wait_delays raises at the deadline")  # pragma: no cover
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise timed_out(job_id)
+            time.sleep(min(delay, left))
+            delay = next_delay(delay)
 
     def documents(self, library: str) -> list[api.Document]:
         return self._send(calls.documents(library))

@@ -43,4 +43,9 @@ class JobFailedError(ApiError):
 
 
 class JobTimeoutError(TimeoutError):
-    """A job the client waited for did not end in time (it goes on on the server)."""
+    """A job the client waited for did not end in time (it goes on on the server; poll it
+    again with ``job_id``)."""
+
+    def __init__(self, message: str, job_id: str) -> None:
+        super().__init__(message)
+        self.job_id = job_id

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -60,8 +59,7 @@ class Clients:
                              "or a ragspine client= / async_client=")
         self._client, self._async, self.url, self._key = client, async_client, url, api_key
         self._own: Client | None = None
-        self._own_async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
-            weakref.WeakKeyDictionary())
+        self._own_async: AsyncClient | None = None
         self._lock = threading.Lock()
 
     def sync(self) -> Client:
@@ -76,18 +74,17 @@ class Clients:
             return self._own
 
     def async_(self) -> AsyncClient | None:
-        """The async client for the running loop; None when there is only a blocking client
-        (its calls then run in a worker thread)."""
+        """The async client; None when there is only a blocking client (its calls then run in a
+        worker thread). An AsyncClient follows the running event loop itself, so one serves
+        every ``asyncio.run``."""
         if self._async is not None:
             return self._async
         if self.url is None:
             return None
-        loop = asyncio.get_running_loop()
         with self._lock:
-            ac = self._own_async.get(loop)
-            if ac is None:
-                ac = self._own_async[loop] = AsyncClient(self.url, api_key=self._key)
-            return ac
+            if self._own_async is None:
+                self._own_async = AsyncClient(self.url, api_key=self._key)
+            return self._own_async
 
     def search(self, query: str, libraries: list[str], options: Mapping[str, Any]
                ) -> tuple[api.SearchResponse, Callable[[str], str]]:
@@ -111,11 +108,10 @@ class Clients:
             own.close()
 
     async def aclose(self) -> None:
-        """Close what :meth:`close` closes, and the async client made for the running loop."""
+        """Close what :meth:`close` closes, and the async client this object made."""
         self.close()
-        loop = asyncio.get_running_loop()
         with self._lock:
-            ac = self._own_async.pop(loop, None)
+            ac, self._own_async = self._own_async, None
         if ac is not None:
             await ac.aclose()
 

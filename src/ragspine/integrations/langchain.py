@@ -20,7 +20,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 try:
-    from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+    )
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
     from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator

@@ -22,7 +22,13 @@ from typing import Any
 try:
     from llama_index.core.callbacks import CallbackManager
     from llama_index.core.retrievers import BaseRetriever
-    from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
+    from llama_index.core.schema import (
+        NodeRelationship,
+        NodeWithScore,
+        QueryBundle,
+        RelatedNodeInfo,
+        TextNode,
+    )
 
     from ragspine import api
     from ragspine.client import AsyncClient, Client
