@@ -199,9 +199,12 @@ def test_graph_glossary_and_gaps(live: LiveServer) -> None:
         rs.create_library("chain")
         rs.upload("chain", pdfs.make_pdf(["Acme Holdings owns Acme Energy; revenue rose."]), wait=True)
         up = rs.upload_relations("chain", b"source,relation,target,provenance\n"
-                                 b"Acme Energy,subsidiary_of,Acme Holdings,annual report 2023\n",
+                                 b"Acme Energy,subsidiary_of,Acme Holdings,annual report 2023\n"
+                                 b"S&P/ASX 200,peer_of,Acme Holdings,index membership\n",
                                  filename="rel.csv")
-        assert (up.rows, up.declared) == (1, {"entities": 2, "relations": 1})
+        assert (up.rows, up.declared) == (2, {"entities": 3, "relations": 2})
+        # A name with '/' reaches its route (encoded by the client, a path parameter on the server).
+        assert [n.name for n in rs.neighbors("chain", "S&P/ASX 200").neighbors] == ["Acme Holdings"]
         ents = rs.entities("chain", "acme")
         assert {e.name for e in ents} >= {"Acme Energy", "Acme Holdings"}
         nb = rs.neighbors("chain", "Acme Energy", relation="subsidiary_of")

@@ -236,3 +236,36 @@ def test_an_app_started_twice_serves_mcp_both_times(tmp_path: Any) -> None:
     # Outside a running app (no lifespan): a clear 503, not a crash.
     r = TestClient(app).post("/mcp", json={})
     assert r.status_code == 503 and "not running" in r.json()["detail"]
+
+
+def test_resources_are_listed_in_pages(seeded: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With more documents than a page, the list comes in pages linked by cursors (the seeded
+    server runs in this process, so the page size can be made 1)."""
+    from ragspine.serving import mcp_server
+
+    monkeypatch.setattr(mcp_server, "RESOURCES_PAGE", 1)
+
+    async def body(mcp: McpClient) -> list[Any]:
+        pages, cursor = [], None
+        while True:
+            res = await mcp.list_resources(cursor=cursor)
+            pages.append([r.uri for r in res.resources])
+            cursor = res.next_cursor
+            if cursor is None:
+                return pages
+
+    assert over_http(seeded, KEY_STAR, body) == [["ragspine://liba/acme-2023"], ["ragspine://libb/globex-b"]]
+
+
+def test_a_tool_says_when_the_server_cannot_be_reached() -> None:
+    from ragspine.client import AsyncClient
+    from ragspine.serving.mcp_server import RagspineMCP
+
+    mcp = RagspineMCP(lambda h: AsyncClient("http://127.0.0.1:9", headers=h), public_url="http://127.0.0.1:9")
+
+    async def body() -> Any:
+        async with McpClient(mcp) as client:
+            return await client.call_tool("list_libraries", {})
+
+    res = asyncio.run(body())
+    assert res.is_error and "cannot reach the ragspine server at http://127.0.0.1:9" in text_of(res)

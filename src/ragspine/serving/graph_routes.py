@@ -82,7 +82,9 @@ def graph_router(engine: "Engine", auth: Auth) -> APIRouter:
         engine.library(lib)
         return {"entities": [n.to_json() for n in engine.graph.entities(lib, q, type=type, limit=limit)]}
 
-    @router.get("/entities/{entity_id}/neighbors", **typed(GraphNeighbors))
+    # ``:path``: a name given as the id may hold '/' ("S&P/ASX 200"); the client encodes it as
+    # %2F, and the server has decoded it before routing.
+    @router.get("/entities/{entity_id:path}/neighbors", **typed(GraphNeighbors))
     def neighbors(
         lib: Lib,
         who: Who,

@@ -39,6 +39,8 @@ T = TypeVar("T")
 KEY_HEADERS = ("authorization", "x-api-key")
 #: The most hits one search tool call returns (an agent's context is small).
 MAX_TOOL_HITS = 50
+#: Resources listed per ``resources/list`` page (the cursor is the offset of the next).
+RESOURCES_PAGE = 200
 #: A URI per document, and one per page.
 DOC_URI = "ragspine://{library}/{doc_id}"
 PAGE_URI = "ragspine://{library}/{doc_id}/pages/{page}"
@@ -159,21 +161,35 @@ class RagspineMCP(MCPServer):
 
     async def rest_call(self, ctx: Context[Any, Any] | None, call: Callable[[AsyncClient], Awaitable[T]],
                         *, resource: bool = False) -> T:
+        import httpx
+
         client = self._rest(self.credentials(ctx))
+        error = ResourceError if resource else ToolError
         try:
             return await call(client)
         except ApiError as exc:
-            raise (ResourceError if resource else ToolError)(str(exc)) from None
+            raise error(str(exc)) from None
+        except httpx.TimeoutException as exc:
+            raise error(f"the ragspine server at {client.url} did not answer in time ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            raise error(f"cannot reach the ragspine server at {client.url}: {exc}") from None
         finally:
             await client.aclose()
 
     async def _handle_list_resources(self, ctx: Any, params: Any) -> ListResourcesResult:
         context = Context(request_context=ctx, mcp_server=self)
 
+        cursor = getattr(params, "cursor", None)
+        start = int(cursor) if cursor and cursor.isdigit() else 0
+
         async def documents(rs: AsyncClient) -> list[Resource]:
             out = []
             for lib in await rs.libraries():
-                for d in await rs.documents(lib.name):
+                try:
+                    docs = await rs.documents(lib.name)
+                except ApiError:  # a library that cannot be read now (an old format): the others are listed
+                    continue
+                for d in docs:
                     out.append(Resource(uri=DOC_URI.format(library=lib.name, doc_id=d.doc_id),
                                         name=f"{lib.name}/{d.doc_id}", title=d.title or d.doc_id,
                                         description=f"{len(d.page_numbers)} pages indexed",
@@ -181,9 +197,12 @@ class RagspineMCP(MCPServer):
             return out
 
         try:
-            return ListResourcesResult(resources=await self.rest_call(context, documents, resource=True))
+            every = await self.rest_call(context, documents, resource=True)
         except ResourceError:
             return ListResourcesResult(resources=[])  # no key, or a key that reads nothing
+        # Pages of RESOURCES_PAGE: an agent's client fetches the next with the cursor it is given.
+        end = start + RESOURCES_PAGE
+        return ListResourcesResult(resources=every[start:end], next_cursor=str(end) if end < len(every) else None)
 
 
 def _register(mcp: RagspineMCP) -> None:
@@ -220,7 +239,10 @@ def _register(mcp: RagspineMCP) -> None:
             p = await rs.page(library, doc_id, page)
             out: list[Any] = [TextContent(type="text", text=_page_text(p))]
             if image:
-                out.append(Image(data=await rs.thumbnail(library, doc_id, page), format="png"))
+                try:
+                    out.append(Image(data=await rs.thumbnail(library, doc_id, page), format="png"))
+                except ApiError as exc:  # the passages stand on their own
+                    out.append(TextContent(type="text", text=f"(no page image: {exc})"))
             return out
 
         return await mcp.rest_call(ctx, call)
