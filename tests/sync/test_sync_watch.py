@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pdfs
 import pytest
-from sync_kit import A_ID, B_ID, LIB, TOP_ID, doc_ids, outcomes, sync, write_pdf
+from sync_kit import A_ID, B_ID, LIB, TOP_ID, doc_ids, outcomes, sync, write_pdf, write_sidecar
 from watchdog.events import (
     DirDeletedEvent,
     DirModifiedEvent,
@@ -93,7 +93,9 @@ def test_a_burst_is_one_round_and_deferred_files_bring_another() -> None:
 
 
 def test_a_file_still_being_written_waits_and_a_half_written_one_is_retried(engine: Engine, folder: Path) -> None:
-    now = [time.time_ns()]
+    # The fake clock runs 10 s ahead of the real one, so that the files' ctimes (set now, and
+    # not settable) look settled and only the mtimes set below decide.
+    now = [time.time_ns() + 10_000_000_000]
     young = write_pdf(folder / "young.pdf", "Still arriving.", mtime_ns=now[0] - 500_000_000)
     full = pdfs.make_pdf(["The finished report about penguins."])
     half = folder / "half.pdf"
@@ -118,6 +120,18 @@ def test_a_file_still_being_written_waits_and_a_half_written_one_is_retried(engi
     got = run(t + 3_100_000_000)
     assert got["half.pdf"] == "added" and doc_ids(engine) >= {"young.pdf", "half.pdf"}
     assert young.exists()
+
+
+def test_a_copy_that_keeps_old_mtimes_still_waits_for_its_sidecar(engine: Engine, folder: Path) -> None:
+    """``cp -p`` and ``rsync -t`` keep the mtime of the source: the arrival shows in the ctime
+    (of the PDF, or of a sidecar that lands after it), and the file waits for the settle time."""
+    old = time.time_ns() - 86_400_000_000_000  # a day-old mtime
+    pdf = write_pdf(folder / "copied.pdf", "Board minutes about the merger.", mtime_ns=old)
+    write_sidecar(pdf, {"sensitivity": "RESTRICTED"})
+    os.utime(pdf.with_name("copied.pdf.json"), ns=(old, old))
+    got = outcomes(sync(engine, folder, settle_s=2.0))
+    assert got["copied.pdf"] == "deferred"
+    assert "copied.pdf" not in doc_ids(engine)
 
 
 def test_ctrl_c_stops_the_observer(folder: Path) -> None:

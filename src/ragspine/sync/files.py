@@ -108,6 +108,10 @@ class LocalFile:
     meta_sha: str = ""
     #: Why the file cannot be synced this run (a bad sidecar, a clash of ids, unreadable).
     error: str | None = None
+    #: When the file or its sidecar last changed or arrived (the latest mtime or ctime of the
+    #: two: a copy that keeps mtimes, ``cp -p`` or ``rsync -t``, still sets the ctime), for
+    #: ``--watch``'s settle time: a PDF whose RESTRICTED sidecar is still on its way waits.
+    changed_ns: int = 0
 
     def metadata(self) -> DocumentMetadata:
         """What the ingest gets: the effective metadata with the path's document id."""
@@ -162,7 +166,14 @@ def scan(root: Path, meta: dict[str, Any] | None = None, unreadable: list[str] |
             files.append(LocalFile(rel, path, doc_id, error=str(exc)))
             continue
         effective = {**(meta or {}), **(side or {})}  # the sidecar wins, field by field
-        files.append(LocalFile(rel, path, doc_id, st.st_size, st.st_mtime_ns, effective, meta_sha(effective)))
+        changed = max(st.st_mtime_ns, st.st_ctime_ns)
+        try:
+            side_st = sidecar_of(path).stat()
+            changed = max(changed, side_st.st_mtime_ns, side_st.st_ctime_ns)
+        except OSError:  # no sidecar
+            pass
+        files.append(LocalFile(rel, path, doc_id, st.st_size, st.st_mtime_ns, effective, meta_sha(effective),
+                               changed_ns=changed))
     by_id: dict[str, list[str]] = {}
     for f in files:
         by_id.setdefault(f.doc_id, []).append(f.rel)

@@ -162,7 +162,7 @@ def sync_folder(
     settle_ns = int(opts.settle_s * 1e9) if opts.settle_s else 0
     actions = [plan_file(f, mine.get(pid), manifest.get(f.doc_id), others.get(f.doc_id, []), root=root_key,
                          sha_of=sha_of, key_of=key_of, root_exists=lambda r: Path(r).is_dir(),
-                         young=settle_ns > 0 and 0 <= now - f.mtime_ns < settle_ns)
+                         young=settle_ns > 0 and 0 <= now - max(f.mtime_ns, f.changed_ns) < settle_ns)
                for f in files for pid in [_pid(root_key, f)]]
     present = {a.pid for a in actions}
     gone = [(pid, r) for pid, r in sorted(mine.items(), key=lambda x: x[1].path or "") if pid not in present]
