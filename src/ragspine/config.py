@@ -76,6 +76,10 @@ class Settings(BaseSettings):
     #: Seconds without a heartbeat after which an unfinished ingest job is taken for lost with
     #: its replica (it then reads ``failed``, ``replica-lost``); heartbeats come 6 times as often.
     job_stale_seconds: float = Field(default=30.0, gt=0)
+    #: Seconds a stopping server (SIGTERM) gives its running and queued ingest jobs to finish;
+    #: then those still running stop at their next batch of pages, uncommitted, and read failed
+    #: (``server-stopping``). Keep it under the platform's grace period (KubeRay's Ingress: 120 s).
+    drain_seconds: float = Field(default=90.0, ge=0)
     #: Days a job's record is kept after it ended (or after the last heartbeat of one whose
     #: replica is gone); older ones are pruned, and their GET answers 404.
     job_retention_days: float = Field(default=7.0, gt=0)

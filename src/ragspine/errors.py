@@ -140,6 +140,15 @@ class DataDirInUseError(StoreError):
     title = "Data dir in use"
 
 
+class ServerStoppingError(RagspineError):
+    """The server is stopping: an ingest that had not finished within the drain time was
+    stopped before its version went live (nothing of it was committed)."""
+
+    status = 503
+    type = "server-stopping"
+    title = "Server stopping"
+
+
 class ServiceUnavailableError(RagspineError):
     """A model the request needs is configured but not available now (failed to load, or its
     deployment is down); nothing was changed, the request can be retried."""

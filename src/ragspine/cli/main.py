@@ -146,7 +146,9 @@ def _run_server(settings: Any, args: argparse.Namespace, engine: Any = None) -> 
     app = create_app(settings, engine)
     print(f"ragspine serving on http://{args.host}:{args.port} (data dir {settings.data_dir})",
           file=sys.stderr)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    # On SIGTERM, open requests get a few seconds (a 'wait=true' upload's job goes on without its
+    # request); the ingest jobs then get RAGSPINE_DRAIN_SECONDS in the app's shutdown.
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", timeout_graceful_shutdown=5)
     return 0
 
 

@@ -92,7 +92,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
             threading.Thread(target=resume_ocr, name="ragspine-ocr-resume", daemon=True).start()
         async with mcp.running():
             yield
-        jobs.shutdown()
+        # A stop (SIGTERM): running and queued ingests get the drain time, then stop uncommitted.
+        await asyncio.to_thread(jobs.shutdown, settings.drain_seconds)
         if engine is None:
             eng.close()
 
@@ -273,6 +274,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
                 job.pages_total = total  # total first: a poller never sees done > total
                 job.pages_done = done
                 jobs.progress(job)
+                jobs.check_stopping()  # past the drain time: stop here, before the version is live
 
             def ocr_progress(done: int, total: int) -> None:
                 job.ocr_pages_total = total

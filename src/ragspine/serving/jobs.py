@@ -15,12 +15,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ragspine.catalog import point_id
-from ragspine.errors import LibraryNotFoundError, RagspineError, StoreError
+from ragspine.errors import LibraryNotFoundError, RagspineError, ServerStoppingError, StoreError
 from ragspine.store.base import CollectionSpec, PointData, Store, Where
 
 logger = logging.getLogger(__name__)
@@ -193,6 +193,10 @@ class JobRecords:
 class JobRunner:
     def __init__(self, workers: int, records: JobRecords | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ragspine-ingest")
+        #: Set when the drain time of a shutdown has passed: running ingests stop at their next
+        #: batch (see :meth:`check_stopping`), queued ones never start.
+        self.stopping = threading.Event()
+        self._futures: set[Future[None]] = set()
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
         self.records = records
@@ -264,6 +268,7 @@ class JobRunner:
             self._record(job)
             outcome: State = "failed"
             try:
+                self.check_stopping()
                 job.result = work(job)
                 outcome = "succeeded"
             except RagspineError as exc:
@@ -286,8 +291,18 @@ class JobRunner:
                         job.settled.set()
 
         fut: Future[None] = self._pool.submit(run)
-        del fut
+        with self._lock:
+            self._futures.add(fut)
+        fut.add_done_callback(lambda f: self._futures.discard(f))
         return job
+
+    def check_stopping(self) -> None:
+        """Raise :class:`ServerStoppingError` once the drain time has passed (an ingest's
+        progress callback calls it between batches: the version is aborted, never half-live)."""
+        if self.stopping.is_set():
+            raise ServerStoppingError(
+                "the server stopped before this upload was indexed; nothing of it was committed: "
+                "upload it again")
 
     def get(self, job_id: str) -> Job | None:
         return self._jobs.get(job_id)
@@ -310,7 +325,17 @@ class JobRunner:
             for j in sorted(finished, key=lambda j: j.finished_at or 0)[: len(finished) - MAX_FINISHED_JOBS]:
                 del self._jobs[j.id]
 
-    def shutdown(self) -> None:
+    def shutdown(self, drain: float | None = None) -> None:
+        """Finish the jobs: all of them (``drain=None``), or those done within ``drain``
+        seconds; then the rest stop at their next batch and fail cleanly (``server-stopping``)."""
+        if drain is not None:
+            with self._lock:
+                futures = set(self._futures)
+            _, late = wait(futures, timeout=drain)
+            if late:
+                logger.warning("stopping: %d ingest jobs did not finish within %.0f s; they stop uncommitted",
+                               len(late), drain)
+                self.stopping.set()
         self._pool.shutdown(wait=True, cancel_futures=False)
         self._stop.set()
         if self._beat is not None:

@@ -1,0 +1,98 @@
+"""A SIGTERM while an upload is being indexed, on the real server process: within the drain time
+the job finishes and is live after the restart; past it, the ingest stops at its next batch, the
+job reads failed (server-stopping), and nothing of the document is live."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pdfs
+import pytest
+from serving_kit import free_port, ragspine_command
+
+pytestmark = pytest.mark.integration
+
+#: Pages of the upload: its ingest takes several batches of 256 pages.
+PAGES = 2500
+
+
+def _start(data: Path, drain: float, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}
+    env.update({"RAGSPINE_DATA_DIR": str(data), "RAGSPINE_DENSE_MODEL": "none", "RAGSPINE_OCR": "off",
+                "RAGSPINE_DRAIN_SECONDS": str(drain), "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen([*ragspine_command(), "serve", "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.1)
+
+
+def _stop_mid_ingest(tmp_path: Path, drain: float) -> tuple[str, Path, Path]:
+    """Upload, wait until its first batch is written, SIGTERM; returns the job id."""
+    data, log = tmp_path / "data", tmp_path / "serve.log"
+    proc, url = _start(data, drain, log)
+    try:
+        assert httpx.post(f"{url}/v1/libraries", json={"name": "lib"}).status_code == 201
+        pdf = pdfs.make_pdf([f"Page {i}: revenue of region {i % 7} rose." for i in range(PAGES)])
+        r = httpx.post(f"{url}/v1/libraries/lib/documents", files={"file": ("big.pdf", pdf, "application/pdf")},
+                       data={"metadata": '{"doc_id": "big"}'}, timeout=60)
+        assert r.status_code == 202, r.text
+        job_id = r.json()["id"]
+        while True:
+            job = httpx.get(f"{url}/v1/jobs/{job_id}").json()
+            assert job["state"] in ("queued", "running"), job  # SIGTERM must land mid-ingest
+            if job["pages_done"] > 0:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        # uvicorn ends by re-raising the signal it handled: killed by SIGTERM, after a clean shutdown.
+        assert proc.wait(timeout=120) in (0, -signal.SIGTERM), log.read_text(errors="replace")[-3000:]
+        assert "Application shutdown complete" in log.read_text(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return job_id, data, log
+
+
+def test_past_the_drain_time_the_ingest_stops_uncommitted(tmp_path: Path) -> None:
+    job_id, data, log = _stop_mid_ingest(tmp_path, drain=0)
+    assert "did not finish within 0 s; they stop uncommitted" in log.read_text(errors="replace")
+    proc, url = _start(data, 90, log)
+    try:
+        job = httpx.get(f"{url}/v1/jobs/{job_id}").json()
+        assert job["state"] == "failed" and job["error"]["type"] == "/problems/server-stopping", job
+        assert 0 < job["pages_done"] < PAGES
+        assert httpx.get(f"{url}/v1/libraries/lib/documents/big").status_code == 404
+        hits = httpx.post(f"{url}/v1/search", json={"query": "revenue region", "libraries": ["lib"]}).json()["hits"]
+        assert hits == []  # nothing half-live
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def test_within_the_drain_time_the_job_finishes(tmp_path: Path) -> None:
+    job_id, data, log = _stop_mid_ingest(tmp_path, drain=90)
+    proc, url = _start(data, 90, log)
+    try:
+        job = httpx.get(f"{url}/v1/jobs/{job_id}").json()
+        assert job["state"] == "succeeded", job
+        doc = httpx.get(f"{url}/v1/libraries/lib/documents/big").json()
+        assert doc["pages_indexed"] == PAGES
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
