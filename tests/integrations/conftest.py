@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 _HERE = Path(__file__).resolve().parent
-for _p in (str(_HERE), str(_HERE.parent / "serving")):  # ``import retriever_kit``, ``serving_kit``
+for _p in (str(_HERE), str(_HERE.parent / "serving"), str(_HERE.parent / "client")):
+    # ``import retriever_kit``, ``serving_kit``, ``live_kit``
     if _p not in sys.path:
         sys.path.insert(0, _p)
 

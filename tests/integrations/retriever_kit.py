@@ -5,14 +5,14 @@ count the requests a retriever sends."""
 from __future__ import annotations
 
 import json
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pdfs
+
+from live_kit import LiveServer  # noqa: F401  (the client tests' live server, re-exported)
 
 from ragspine.client import Client
 
@@ -66,33 +66,6 @@ def seed(client: Client) -> None:
         job = client.upload(s.library, pdfs.make_pdf(list(s.pages)), metadata=s.metadata,
                             filename=f"{s.doc_id}.pdf", wait=True)
         assert job.state == "succeeded", job
-
-
-class LiveServer:
-    """The app on a free port, served by uvicorn in a thread: real HTTP, in this process."""
-
-    def __init__(self, data_dir: Path, **settings: Any) -> None:
-        import uvicorn
-        from ragspine.serving.app import create_app
-        from serving_kit import clean_settings, free_port
-
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        app = create_app(clean_settings(data_dir=data_dir, **settings))
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, name="retriever-tests-uvicorn", daemon=True)
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
 
 
 class Counting(httpx.BaseTransport):
