@@ -76,3 +76,11 @@ def test_another_process_is_refused_while_the_store_is_open(tmp_path: Path) -> N
     finally:
         store.close()
     assert other() == "opened"
+
+
+def test_a_store_dropped_unclosed_gives_the_data_dir_back(tmp_path: Path) -> None:
+    import gc
+
+    EdgeStore(tmp_path)  # never closed: garbage once this line ends
+    gc.collect()
+    EdgeStore(tmp_path).close()

@@ -179,14 +179,21 @@ _HELD_GUARD = threading.Lock()
 
 
 class _DirLock:
+    """The held lock; released by :meth:`close`, or when the store is garbage-collected
+    unclosed (as the file's own lock would be)."""
+
     def __init__(self, fh: Any, key: str) -> None:
         self.fh = fh
         self.key = key
 
     def close(self) -> None:
         with _HELD_GUARD:
-            _HELD.discard(self.key)
-            self.fh.close()  # closing the file releases its lock
+            if not self.fh.closed:
+                _HELD.discard(self.key)
+                self.fh.close()  # closing the file releases its lock
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class EdgeStore:
