@@ -608,6 +608,15 @@ def test_over_the_postings_bound_the_store_answers(data_dir: Path, caplog: pytes
         # engine.searcher: rank_pages declines, and both channels of the store path go to the store
         resp = engine.search({"query": "xray", "libraries": [LIB], "mode": "bm25", "top_k": 5})
         assert [h.doc_id for h in resp.hits] == ["d1"] and ix.fallbacks == 2 + 1 + 2 and ix.served == 0
+        # ...and the answer says so: 4 words, counted in both BM25 fields (passages and pages).
+        assert resp.notes == [f"lexical_index_skipped: library '{LIB}' has 8 BM25 tokens, over "
+                              "RAGSPINE_LEXICAL_MAX_POSTINGS (3); its BM25 channels ran in the store (same ranking)"]
+        # Back under the bound (the document deleted, a smaller one in), it is indexed again and
+        # the note goes.
+        engine.delete_document(LIB, "d1")
+        engine.indexer.ingest_text(LIB, "d2", "xray")
+        resp = engine.search({"query": "xray", "libraries": [LIB], "mode": "bm25", "top_k": 5})
+        assert [h.doc_id for h in resp.hits] == ["d2"] and resp.notes == []
 
 
 def test_drop_and_invalidate(engine: Engine) -> None:

@@ -96,6 +96,14 @@ class Searcher(ChannelRuns, HitAssembly):
             relaxed = True
             plan.degraded.append("filters_relaxed: no hit matched the filters; showing unfiltered results")
         timings["total"] = round((time.perf_counter() - t0) * 1000, 3)
+        if self.lexical is not None and plan.mode != "vector":
+            for lib in req.libraries:
+                tokens = self.lexical.over_budget(lib)
+                if tokens is not None:  # the store answered its BM25 channels: same ranking, slower
+                    plan.notes.append(
+                        f"lexical_index_skipped: library '{lib}' has {tokens} BM25 tokens, over "
+                        f"RAGSPINE_LEXICAL_MAX_POSTINGS ({self.lexical.max_postings}); its BM25 channels "
+                        "ran in the store (same ranking)")
         return SearchResponse(
             hits=hits,
             mode=plan.mode,

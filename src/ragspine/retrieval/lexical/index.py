@@ -396,6 +396,12 @@ class LexicalIndex:
         """Bring the index of ``name`` up to date now, on this thread (warm-up, tests)."""
         return self.view(name, wait=True)
 
+    def over_budget(self, name: str) -> int | None:
+        """The BM25 token count of ``name`` when it is over ``max_postings`` (the store answers
+        its searches), else None."""
+        with self._lock:
+            return self._refused.get(name)
+
     def info(self, name: str) -> dict[str, Any]:
         v = self._views.get(name)
         if v is None:
@@ -451,6 +457,9 @@ class LexicalIndex:
                     "(max_postings); the store answers its BM25 searches", name, tokens, self.max_postings,
                 )
             return None
+        if name in self._refused:  # back under the bound (documents deleted): indexed again
+            with self._lock:
+                self._refused.pop(name, None)
         epoch = self._epoch.get(name, 0)
         sigs = self._signatures(name)
         if sigs and any(b <= 0 for b in basis.values()):
