@@ -13,7 +13,6 @@ asks the shard for the first stage's candidates (filters included) and scores th
 from __future__ import annotations
 
 import json
-import errno
 import logging
 import shutil
 import threading
@@ -24,9 +23,10 @@ from typing import Any
 import numpy as np
 import qdrant_edge as qe
 
-from ragspine.errors import DataDirInUseError, LibraryNotFoundError, StoreError
+from ragspine.errors import LibraryNotFoundError, StoreError
 from ragspine.scoring.bm25 import SparseVector
 from ragspine.store.columns import MultivectorColumn
+from ragspine.store.datadir import lock_data_dir
 from ragspine.store.resident import ResidentColumn, resolve_device
 from ragspine.store._qdrant import Condition, full_stage_params, hnsw_params, where_conditions
 from ragspine.store.base import (
@@ -136,66 +136,6 @@ def _full_stage_params(oversampling: float | None) -> qe.SearchParams:
     return qe.SearchParams(quantization=qe.QuantizationSearchParams(**full_stage_params(oversampling)))
 
 
-#: The lock file of an embedded data dir (see _lock_data_dir).
-LOCK_FILE = ".lock"
-
-
-def _lock_data_dir(root: Path) -> Any:
-    """Take the data dir for this store: an exclusive, non-blocking ``flock`` on a file in it,
-    held until :meth:`EdgeStore.close` (or the process's end: the kernel drops it). Qdrant Edge
-    shards take no lock of their own, and two processes writing one shard corrupt it, so a
-    second store on the same data dir (a CLI command beside ``ragspine serve``) is refused at
-    once with what to do instead. Several replicas share a Qdrant server, never a data dir."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock (the README says one process per data dir)
-        return None
-    key = str(root.resolve())
-    with _HELD_GUARD:
-        if key in _HELD:  # flock would say the same, but not that it is this very process
-            raise DataDirInUseError(
-                f"the data dir {root.parent} is already open in this process; close the other store "
-                "(Engine.close()) first")
-        fh = open(root / LOCK_FILE, "a+b")  # noqa: SIM115 - held open for the store's life
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            fh.close()
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise DataDirInUseError(
-                    f"the data dir {root.parent} is in use by another ragspine process (a running 'ragspine "
-                    "serve'?); stop it, or go through that server's REST API") from None
-            # A filesystem without flock (some network and FUSE mounts): run, unguarded, and say so.
-            logger.warning("cannot lock the data dir %s (%s): nothing stops a second process from opening it",
-                           root.parent, exc)
-            return None
-        _HELD.add(key)
-    return _DirLock(fh, key)
-
-
-#: Data dirs this process holds (see _lock_data_dir).
-_HELD: set[str] = set()
-_HELD_GUARD = threading.Lock()
-
-
-class _DirLock:
-    """The held lock; released by :meth:`close`, or when the store is garbage-collected
-    unclosed (as the file's own lock would be)."""
-
-    def __init__(self, fh: Any, key: str) -> None:
-        self.fh = fh
-        self.key = key
-
-    def close(self) -> None:
-        with _HELD_GUARD:
-            if not self.fh.closed:
-                _HELD.discard(self.key)
-                self.fh.close()  # closing the file releases its lock
-
-    def __del__(self) -> None:
-        self.close()
-
-
 class EdgeStore:
     """:class:`~ragspine.store.base.Store` on Qdrant Edge shards."""
 
@@ -210,7 +150,7 @@ class EdgeStore:
         self._device_resolved = False
         self._device: str | None = None
         self.root.mkdir(parents=True, exist_ok=True)
-        self._dir_lock = _lock_data_dir(self.root)
+        self._dir_lock = lock_data_dir(self.root)
         self._search_threads = search_threads or None
         self._shards: dict[str, qe.EdgeShard] = {}
         #: Dense vector field names per library, read once from the shard's config.
