@@ -10,9 +10,11 @@ import logging
 import time
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from ragspine.catalog.formats import Upgraded, upgrade
+from ragspine.backup import Parts, Report
+from ragspine.backup.dump import backup
+from ragspine.backup.load import restore
 from ragspine.catalog import (
     PAGE_FULL,
     Libraries,
@@ -23,6 +25,7 @@ from ragspine.catalog import (
     library_models,
     point_id,
 )
+from ragspine.catalog.formats import Upgraded, upgrade
 from ragspine.catalog.leases import WriterLeases, replica_id
 from ragspine.chain import GapLog, Glossaries, QueryChain
 from ragspine.config import Settings
@@ -187,6 +190,28 @@ class Engine:
         """Bring a library written in an older format to the current one
         (:mod:`ragspine.catalog.formats`); not through :meth:`library`, which refuses it."""
         return upgrade(self.libraries, library)
+
+    # -- backup -------------------------------------------------------------------------------
+
+    def _backup_parts(self) -> Parts:
+        return Parts(self.store, self.libraries, self.graph.graphs, self.thumbnails, self.indexer.pending,
+                     self.models)
+
+    def backup(self, names: list[str], out: IO[bytes], progress: Any = None) -> Report:
+        """Write a backup of the libraries ``names`` to ``out`` (:mod:`ragspine.backup`), each
+        under its write lock while searches and ingests go on."""
+        for name in names:
+            self.library(name)
+        return backup(self._backup_parts(), names, out, progress)
+
+    def restore(self, path: Path | str, *, as_name: str | None = None, bm25_only: bool = False,
+                progress: Any = None) -> Report:
+        """Restore the libraries of the backup file at ``path`` (one of them as ``as_name``)."""
+        report = restore(self._backup_parts(), path, as_name=as_name, bm25_only=bm25_only, progress=progress)
+        for c in report.libraries:
+            if self.lexical is not None:
+                self.lexical.drop(c.name)  # a name deleted and restored starts from the new points
+        return report
 
     def add_dense(self, library: str, progress: Any = None) -> DenseAdded:
         """Give a library built without dense vectors those of the loaded dense model, from the

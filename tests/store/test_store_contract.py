@@ -743,3 +743,54 @@ def test_a_collection_of_records_only(store: Store) -> None:
     store.upsert("_records", [PointData(pid(i), {"kind": "job", "n": i}) for i in range(3)])
     assert {r.payload["n"] for r in store.scroll("_records", Where(kind="job"))} == {0, 1, 2}
     assert [r.payload for r in store.retrieve("_records", [pid(1)])] == [{"kind": "job", "n": 1}]
+
+
+def test_scroll_points_reads_every_point_with_every_vector_as_stored(store: Store, tmp_path: Path) -> None:
+    """What a backup reads: payloads whole, sparse vectors exact, dense vectors as stored (a
+    cosine field normalised, a float16 field's values, a multivector's rows), across pages, and
+    a filter applied. On the embedded store an int8 multivector too (its dequantized values)."""
+    int8 = store.backend == "embedded"
+    fields = (DenseField("one", 3), DenseField("multi", 2, multivector=True, hnsw=False, datatype="float16"))
+    if int8:
+        fields += (DenseField("codes", 2, multivector=True, hnsw=False, datatype="int8"),)
+    store.create_collection("lib", CollectionSpec(dense=fields))
+    rng = np.random.default_rng(3)
+    wrote: dict[str, PointData] = {}
+    for i in range(7):
+        dense: dict[str, Any] = {"one": np.array([3.0, 4.0, float(i)], np.float32),
+                                 "multi": rng.standard_normal((i + 1, 2)).astype(np.float32)}
+        if int8:
+            dense["codes"] = rng.standard_normal((2, 2)).astype(np.float32)
+        p = PointData(pid(i), {"kind": KIND_CHUNK if i % 2 else KIND_DOC, "n": i, "meta": {"a": [i, "x"]}},
+                      {SPARSE_CHUNK: sv({i + 1: 0.5 * i, 40: 1.25})}, dense if i != 6 else {})
+        wrote[p.id] = p
+    store.upsert("lib", list(wrote.values()))
+    got: dict[str, PointData] = {}
+    offset = None
+    pages = 0
+    while True:
+        batch, offset = store.scroll_points("lib", Where(), offset=offset, limit=3)
+        pages += 1
+        got.update({p.id: p for p in batch})
+        if offset is None:
+            break
+    assert pages == 3 and sorted(got) == sorted(wrote)
+    for k, w in wrote.items():
+        g = got[k]
+        assert g.payload == w.payload
+        assert g.sparse == w.sparse
+        assert sorted(g.dense) == sorted(w.dense)
+        if "one" in w.dense:
+            v = w.dense["one"]
+            np.testing.assert_allclose(g.dense["one"], v / np.linalg.norm(v), rtol=1e-6)
+            # Qdrant keeps float16; qdrant-client's in-memory double keeps what it was given
+            half = w.dense["multi"].astype(np.float16).astype(np.float32)
+            assert np.array_equal(g.dense["multi"], half) or (
+                store.backend == "server" and np.array_equal(g.dense["multi"], w.dense["multi"]))
+            assert g.dense["multi"].dtype == np.float32 and g.dense["multi"].shape == w.dense["multi"].shape
+        if int8 and "codes" in w.dense:
+            # one code step of the row's largest component at most
+            step = np.abs(w.dense["codes"]).max(axis=1, keepdims=True) / 127
+            assert np.all(np.abs(g.dense["codes"] - w.dense["codes"]) <= step / 2 + 1e-7)
+    only_chunks, _ = store.scroll_points("lib", Where(kind=KIND_CHUNK), limit=100)
+    assert sorted(p.id for p in only_chunks) == sorted(k for k, w in wrote.items() if w.payload["kind"] == KIND_CHUNK)

@@ -7,6 +7,7 @@ and the engine read it.
 
 from ragspine.catalog.fields import (
     LibraryModels,
+    fields_from_record,
     first_stage_query,
     first_stage_vectors,
     identity,
@@ -36,6 +37,6 @@ from ragspine.catalog.libraries import (
 __all__ = [
     "AVGDL_DRIFT", "BM25_MODEL", "DENSE_CHUNK", "LIBRARY_POINT", "MODEL_FIELDS", "PAGE_FDE", "PAGE_FULL", "PAGE_POOLED",
     "LengthStats", "Libraries", "LibraryModels", "LibraryRecord", "check_doc_id", "check_library_name",
-    "doc_point", "expected_encoders", "first_stage_query", "first_stage_vectors", "identity", "library_fields", "library_models", "point_id",
+    "doc_point", "expected_encoders", "fields_from_record", "first_stage_query", "first_stage_vectors", "identity", "library_fields", "library_models", "point_id",
     "pooled_vectors",
 ]

@@ -92,6 +92,36 @@ def library_fields(settings: Settings, models: ModelSet) -> tuple[tuple[DenseFie
     return tuple(fields), encoders
 
 
+def fields_from_record(encoders: dict[str, dict[str, Any]]) -> tuple[DenseField, ...]:
+    """The vector fields a library with these record entries was created with: the inverse of
+    :func:`library_fields` (a test checks it for every first stage, datatype and quantization),
+    which is how a restored library gets the layout of the one backed up on any backend."""
+    out: list[DenseField] = []
+    full = encoders.get(PAGE_FULL)
+    if full is not None:
+        out.append(DenseField(PAGE_FULL, int(full["dim"]), multivector=True, hnsw=False,
+                              quantization=full.get("quantization"), datatype=full.get("datatype") or "float32"))
+    fde = encoders.get(PAGE_FDE)
+    if fde is not None:
+        pooling = fde.get("pooling", "muvera")
+        size = MuveraParams.from_record(fde["muvera"]).size
+        dtype = fde.get("datatype") or "float32"
+        if pooling == "muvera":  # a record older than the choice scanned an int8 copy
+            out.append(DenseField(PAGE_FDE, size, distance="dot", datatype=dtype, hnsw=False,
+                                  quantization=fde.get("quantization", "scalar")))
+        else:
+            out.append(DenseField(PAGE_FDE, size, distance="dot", datatype=dtype,
+                                  hnsw_m=FDE_HNSW_M, hnsw_ef_construct=FDE_HNSW_EF_CONSTRUCT))
+    pooled = encoders.get(PAGE_POOLED)
+    if pooled is not None:
+        out.append(DenseField(PAGE_POOLED, int(pooled["dim"]), multivector=True,
+                              datatype=pooled.get("datatype") or "float32"))
+    dense = encoders.get(DENSE_CHUNK)
+    if dense is not None:
+        out.append(DenseField(DENSE_CHUNK, int(dense["dim"])))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class LibraryModels:
     """What a library's vectors need, checked against the models at hand.

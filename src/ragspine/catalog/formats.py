@@ -34,11 +34,34 @@ LIBRARY_FORMAT = 2
 UNVERSIONED_FORMAT = 1
 
 
-class LibraryFormatError(ConflictError):
+class LibraryUnavailableError(ConflictError):
+    """A library that exists but cannot be read now (409; the detail says why and what to do)."""
+
+    type = "library-unavailable"
+    title = "Library unavailable"
+
+
+class LibraryFormatError(LibraryUnavailableError):
     """A library of another format than this code reads (409, the detail says what to run)."""
 
     type = "library-format"
     title = "Library format"
+
+
+class LibraryRestoringError(LibraryUnavailableError):
+    """A library whose restore is under way, or was interrupted (409)."""
+
+    type = "library-restoring"
+    title = "Library being restored"
+
+
+def check_restored(name: str, restoring: bool) -> None:
+    """Raise :class:`LibraryRestoringError` for a library whose restore has not finished: its
+    record is written first, marked, and unmarked only when everything else is in."""
+    if restoring:
+        raise LibraryRestoringError(
+            f"library '{name}' is being restored, or its restore was interrupted; wait for it, or delete "
+            f"it (ragspine libraries --delete {name}) and restore it again")
 
 
 def upgrade_command(name: str) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragspine.api.names import DOC_ID_PATTERN, LIBRARY_NAME_PATTERN
-from ragspine.catalog.formats import LIBRARY_FORMAT, UNVERSIONED_FORMAT, check_format
+from ragspine.catalog.formats import LIBRARY_FORMAT, UNVERSIONED_FORMAT, check_format, check_restored
 from ragspine.catalog.ids import point_id
 from ragspine.catalog.leases import Lease, WriterLeases
 from ragspine.errors import (
@@ -118,6 +118,8 @@ class LibraryRecord:
     stats: dict[str, LengthStats] = field(default_factory=dict)
     #: The layout the library is written in (ragspine.catalog.formats).
     format_version: int = LIBRARY_FORMAT
+    #: Set while a restore writes the library (its record first): nothing reads it meanwhile.
+    restoring: bool = False
 
     def to_payload(self) -> dict[str, Any]:
         return {
@@ -128,6 +130,7 @@ class LibraryRecord:
             "encoders": self.encoders,
             "field_types": self.field_types,
             "stats": {k: v.to_json() for k, v in self.stats.items()},
+            **({"restoring": True} if self.restoring else {}),
         }
 
     @classmethod
@@ -139,6 +142,7 @@ class LibraryRecord:
             field_types=dict(p.get("field_types") or {}),
             stats={k: LengthStats.from_json(v) for k, v in (p.get("stats") or {}).items()},
             format_version=int(p.get("format_version", UNVERSIONED_FORMAT)),
+            restoring=bool(p.get("restoring", False)),
         )
 
 
@@ -330,6 +334,7 @@ class Libraries:
     def open(self, name: str) -> LibraryRecord:
         """The record, after checking the library was built with the encoders configured now."""
         rec = self.get(name)
+        check_restored(name, rec.restoring)
         check_format(name, rec.format_version)  # an older or newer layout is never read as this one
         want = expected_encoders(self.bm25)
         for fname, enc in want.items():

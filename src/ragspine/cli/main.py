@@ -234,7 +234,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_libraries(args: argparse.Namespace) -> int:
-    from ragspine.catalog.formats import LibraryFormatError
+    from ragspine.catalog.formats import LibraryUnavailableError
     from ragspine.engine import Engine
     from ragspine.errors import RagspineError
 
@@ -278,7 +278,7 @@ def cmd_libraries(args: argparse.Namespace) -> int:
             for name in names:
                 try:
                     docs = engine.documents(name)
-                except LibraryFormatError as exc:
+                except LibraryUnavailableError as exc:
                     print(f"{name}\t{exc.detail}")
                     continue
                 pages = sum(d["pages_indexed"] or 0 for d in docs)

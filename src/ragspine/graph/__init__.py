@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ragspine.graph._model import (
         DEFAULT_MAX_HOPS,
         ENTITY_TYPES,
+        Contribution,
         MAX_DEPTH,
         MAX_PATH_HOPS,
         RELATIONS,
@@ -39,6 +40,7 @@ _EXPORTS = {
     "norm": "ragspine.graph._model",
     "ExtractedRelation": "ragspine.graph._extract",
     "Node": "ragspine.graph._model",
+    "Contribution": "ragspine.graph._model",
     "Edge": "ragspine.graph._model",
     "RELATIONS": "ragspine.graph._model",
     "ENTITY_TYPES": "ragspine.graph._model",
@@ -53,6 +55,7 @@ _EXPORTS = {
 
 __all__ = [
     "AliasMatcher",
+    "Contribution",
     "DEFAULT_MAX_HOPS",
     "DEFAULT_NEIGHBORS",
     "ENTITY_TYPES",

@@ -25,7 +25,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragspine import __version__, api
-from ragspine.catalog.formats import LibraryFormatError
+from ragspine.catalog.formats import LibraryUnavailableError
 from ragspine.config import Settings
 from ragspine.engine import Engine
 from ragspine.errors import (
@@ -211,7 +211,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
                 continue
             try:
                 docs = eng.documents(name)
-            except LibraryFormatError as exc:  # listed, not readable: the detail says what to run
+            except LibraryUnavailableError as exc:  # listed, not readable: the detail says what to run
                 out.append({"name": name, "documents": None, "pages": None, "problem": exc.detail})
                 continue
             out.append({"name": name, "documents": len(docs),

@@ -294,6 +294,9 @@ def bool_mirror(meta: dict[str, Any]) -> dict[str, Any]:
 class Store(Protocol):
     """What ragspine needs from a vector store."""
 
+    #: ``"embedded"`` (Qdrant Edge) or ``"server"`` (a Qdrant server or cluster).
+    backend: str
+
     def create_collection(self, name: str, spec: CollectionSpec) -> None: ...
     def drop_collection(self, name: str) -> None: ...
     def has_collection(self, name: str) -> bool: ...
@@ -339,6 +342,14 @@ class Store(Protocol):
         self, name: str, where: Where, limit: int | None = None, *, fields: Fields = None
     ) -> list[Record]: ...
     def count(self, name: str, where: Where) -> int: ...
+    def scroll_points(self, name: str, where: Where, offset: Any = None, limit: int = 256
+                      ) -> tuple[list[PointData], Any]:
+        """One page of at most ``limit`` points matching ``where``, from ``offset`` (``None``:
+        the first page), each with its whole payload and every vector it has, as stored: sparse
+        vectors, dense vectors as float32 arrays (``(d,)``, or ``(n_tokens, d)`` for a
+        multivector; an int8 column's dequantized, a cosine field's normalised); and the offset
+        of the next page (``None``: no more). What a backup reads a library with."""
+        ...
     def search_sparse(
         self,
         name: str,

@@ -25,14 +25,17 @@ import qdrant_edge as qe
 
 from ragspine.errors import LibraryNotFoundError, StoreError
 from ragspine.scoring.bm25 import SparseVector
-from ragspine.store.columns import MultivectorColumn
-from ragspine.store.datadir import lock_data_dir
-from ragspine.store.resident import ResidentColumn, resolve_device
-from ragspine.store._qdrant import Condition, full_stage_params, hnsw_params, where_conditions
+from ragspine.store._edge_qdrant import (
+    RESCORE,
+    compile_where,
+    ensure_indexes,
+    payload_selector,
+    shard_config,
+    stage_params,
+)
 from ragspine.store.base import (
     DEFAULT_PREFETCH_LIMIT,
     FDE_OVERSAMPLING,
-    SCALAR_QUANTILE,
     TIE_OVERFETCH,
     CollectionSpec,
     DenseField,
@@ -44,100 +47,22 @@ from ragspine.store.base import (
     check_addable,
     check_query_multivector,
     check_query_vector,
-    payload_fields,
     sort_hits,
     stored_vector,
 )
+from ragspine.store.columns import MultivectorColumn
+from ragspine.store.datadir import lock_data_dir
+from ragspine.store.resident import ResidentColumn, resolve_device
 
 logger = logging.getLogger(__name__)
 
 _SCROLL_PAGE = 1000
-_VACUUM_DELETED_FRACTION = 1e-9  # any deleted point makes a segment eligible for vacuum
-#: Payload fields that every search and every document write filter on. Without an index
-#: Qdrant Edge reads each point's payload on every filtered query: measured on 2 cores over
-#: 2,044 points (TAT-QA), a filtered sparse query took 46 ms without these indexes and
-#: 0.5 ms with them. The server backend indexes the same fields.
-_INDEXED_FIELDS = (
-    ("kind", qe.PayloadSchemaType.Keyword),
-    ("state", qe.PayloadSchemaType.Keyword),
-    ("doc_id", qe.PayloadSchemaType.Keyword),
-    ("version", qe.PayloadSchemaType.Integer),
-)
-
-
-def _ensure_indexes(shard: qe.EdgeShard) -> None:
-    """Create the missing payload indexes (libraries made before they existed get them on
-    open; creating one is idempotent and persisted)."""
-    have = shard.info().payload_schema
-    for key, schema in _INDEXED_FIELDS:
-        if key not in have:
-            shard.update(qe.UpdateOperation.create_field_index(key, schema))
-
-
-def _with_payload(fields: Fields) -> bool | qe.PayloadSelector:
-    """The engine-side payload selector for ``fields`` (see :data:`~ragspine.store.base.Fields`).
-
-    Edge 0.9's binding takes Qdrant's include selector, so unselected keys (the page text) are
-    dropped inside the engine and never converted to Python objects. ``[]`` asks for no payload
-    at all, which is cheaper still: the engine reads and decodes a candidate's whole stored
-    payload before it selects keys. Measured by ``bench/store_payload.py`` (2,000 points, 3 KB
-    text, ``search_sparse`` limit 200, 2 busy cores), p50: whole payload 4-5 ms, three keys
-    2.6-3.1 ms, none 1.3-1.5 ms; filtering the dict in Python afterwards saves nothing (4.3-5.0
-    ms), and placing payloads in RAM (``payload_memory=Cached``) changed nothing either.
-    """
-    keys = payload_fields(fields)
-    if keys is None:
-        return True
-    return qe.PayloadSelector.Include(keys) if keys else False
-
-
-def _condition(c: Condition) -> Any:
-    if c.kind == "match":
-        return qe.FieldCondition(key=c.key, match=qe.MatchValue(c.value))
-    if c.kind == "any":
-        return qe.FieldCondition(key=c.key, match=qe.MatchAny(c.value))
-    return qe.FieldCondition(key=c.key, range=qe.RangeFloat(**{k: float(v) for k, v in c.value.items()}))
-
-
-def compile_where(where: Where) -> qe.Filter | None:
-    must, must_not = where_conditions(where)
-    if not must and not must_not:
-        return None
-    return qe.Filter(must=[_condition(c) for c in must] or None, must_not=[_condition(c) for c in must_not] or None)
-
-
-#: The unused sparse field of a collection that holds payloads only (see EdgeStore._config).
-_RECORDS_ONLY_FIELD = "_records_only"
-
-
-def _hnsw_config(f: DenseField) -> qe.HnswIndexConfig | None:
-    params = hnsw_params(f)
-    return qe.HnswIndexConfig(**params) if params is not None else None
-
-
-def _quantization_config(
-    f: DenseField,
-) -> qe.ScalarQuantizationConfig | qe.BinaryQuantizationConfig | qe.TurboQuantQuantizationConfig | None:
-    if f.quantization == "scalar":
-        return qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=SCALAR_QUANTILE, always_ram=True)
-    if f.quantization == "binary":
-        return qe.BinaryQuantizationConfig(always_ram=True)
-    if f.quantization == "turbo2":
-        return qe.TurboQuantQuantizationConfig(always_ram=True, bits=qe.TurboQuantBitSize.Bits2)
-    return None
-
-
-#: Quantized fields score on the quantized copy, then rescore the candidates with the original
-#: vectors (Edge 0.9 does not rescore unless asked).
-_RESCORE = qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True))
-
-
-def _full_stage_params(oversampling: float | None) -> qe.SearchParams:
-    return qe.SearchParams(quantization=qe.QuantizationSearchParams(**full_stage_params(oversampling)))
 
 
 class EdgeStore:
     """:class:`~ragspine.store.base.Store` on Qdrant Edge shards."""
+
+    backend = "embedded"
 
     def __init__(self, data_dir: Path, search_threads: int = 0, exact_device: str = "numpy") -> None:
         """``exact_device``: where int8 columns are scored (``RAGSPINE_EXACT_DEVICE``: ``numpy``,
@@ -167,48 +92,6 @@ class EdgeStore:
     def _dir(self, name: str) -> Path:
         return self.root / name / "shard"
 
-    def _config(self, spec: CollectionSpec | None) -> qe.EdgeConfig:
-        vectors: dict[str, qe.EdgeVectorParams] = {}
-        sparse: dict[str, qe.EdgeSparseVectorParams] = {}
-        if spec is not None:
-            for f in spec.dense:
-                if f.datatype == "int8":
-                    continue  # a column beside the shard (create_collection)
-                vectors[f.name] = qe.EdgeVectorParams(
-                    size=f.size,
-                    distance=qe.Distance.Dot if f.dot else qe.Distance.Cosine,
-                    multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
-                    if f.multivector
-                    else None,
-                    hnsw_config=_hnsw_config(f),
-                    quantization_config=_quantization_config(f),
-                    datatype=qe.VectorStorageDatatype.Float16 if f.datatype == "float16" else None,
-                )
-            for n in spec.sparse_idf:
-                sparse[n] = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)
-        if not vectors and not sparse:
-            # Qdrant Edge refuses a shard without any vector field; a collection of records
-            # only (the job records, ragspine.serving.jobs) gets one that is never written.
-            sparse[_RECORDS_ONLY_FIELD] = qe.EdgeSparseVectorParams()
-        # Vacuum any segment with a deleted point when optimize() runs: Qdrant Edge keeps
-        # deleted points in its IDF statistics and their payloads in segment files until
-        # then, and a document deleted (or re-classified RESTRICTED) must leave no trace.
-        optimizers = qe.EdgeOptimizersConfig(
-            deleted_threshold=_VACUUM_DELETED_FRACTION,
-            vacuum_min_vector_number=1,
-            indexing_threshold=spec.indexing_threshold_kb if spec is not None else None,
-        )
-        return qe.EdgeConfig(
-            vectors=vectors,
-            sparse_vectors=sparse,
-            max_search_threads=self._search_threads,
-            optimizers=optimizers,
-            # No write-ahead log: a WAL keeps deleted text on disk after compaction. ragspine
-            # flushes at every commit point instead, and its manifest entries make any
-            # unflushed, half-written version recoverable (see indexing.versions).
-            wal_enabled=False,
-        )
-
     def create_collection(self, name: str, spec: CollectionSpec) -> None:
         with self._lock:
             d = self._dir(name)
@@ -221,8 +104,8 @@ class EdgeStore:
                     if f.datatype == "int8":
                         cols[f.name] = MultivectorColumn(self._columns_dir(name) / f"{f.name}.sqlite", dim=f.size)
                         self._make_resident(cols[f.name])
-                shard = qe.EdgeShard.create(str(d), self._config(spec))
-                _ensure_indexes(shard)
+                shard = qe.EdgeShard.create(str(d), shard_config(spec, self._search_threads))
+                ensure_indexes(shard)
                 self._shards[name] = shard
                 self._columns[name] = cols
             except Exception as exc:
@@ -270,7 +153,7 @@ class EdgeStore:
                     raise LibraryNotFoundError(f"unknown library '{name}'")
                 try:
                     shard = qe.EdgeShard.load(str(d))
-                    _ensure_indexes(shard)
+                    ensure_indexes(shard)
                 except Exception as exc:
                     if "WouldBlock" in str(exc) or "lock" in str(exc).lower():
                         raise StoreError(
@@ -390,7 +273,7 @@ class EdgeStore:
                 col.delete(ids)
 
     def retrieve(self, name: str, ids: Sequence[str], *, fields: Fields = None) -> list[Record]:
-        recs = self._shard(name).retrieve(list(ids), with_payload=_with_payload(fields), with_vector=False)
+        recs = self._shard(name).retrieve(list(ids), with_payload=payload_selector(fields), with_vector=False)
         return [Record(str(r.id), dict(r.payload or {})) for r in recs]
 
     def _dense_fields(self, name: str) -> frozenset[str]:
@@ -431,7 +314,7 @@ class EdgeStore:
     ) -> list[Record]:
         shard = self._shard(name)
         flt = compile_where(where)
-        with_payload = _with_payload(fields)
+        with_payload = payload_selector(fields)
         out: list[Record] = []
         offset = None
         while True:
@@ -446,6 +329,27 @@ class EdgeStore:
     def count(self, name: str, where: Where) -> int:
         return self._shard(name).count(qe.CountRequest(filter=compile_where(where), exact=True))
 
+    def scroll_points(self, name: str, where: Where, offset: Any = None, limit: int = 256
+                      ) -> tuple[list[PointData], Any]:
+        recs, nxt = self._shard(name).scroll(qe.ScrollRequest(
+            offset=offset, limit=limit, filter=compile_where(where), with_payload=True, with_vector=True))
+        ids = [str(r.id) for r in recs]
+        columns = {f: col.get(ids) for f, col in self._cols(name).items()}
+        out: list[PointData] = []
+        for pid, r in zip(ids, recs, strict=True):
+            sparse: dict[str, SparseVector] = {}
+            dense: dict[str, Any] = {}
+            for k, v in (r.vector or {}).items() if isinstance(r.vector, dict) else ():
+                if hasattr(v, "indices"):
+                    sparse[k] = SparseVector(list(v.indices), list(v.values))
+                else:
+                    dense[k] = stored_vector(k, v)
+            for f, vecs in columns.items():
+                if pid in vecs:
+                    dense[f] = vecs[pid]
+            out.append(PointData(pid, dict(r.payload or {}), sparse, dense))
+        return out, nxt
+
     def search_sparse(
         self,
         name: str,
@@ -456,7 +360,7 @@ class EdgeStore:
         *,
         fields: Fields = None,
     ) -> list[Hit]:
-        with_payload = _with_payload(fields)
+        with_payload = payload_selector(fields)
         if not query.indices:
             return []
         req = qe.QueryRequest(
@@ -485,8 +389,8 @@ class EdgeStore:
             limit=fetch,
             query=qe.Query.Nearest(vec, using=field),
             filter=compile_where(where),
-            with_payload=_with_payload(fields),
-            params=_RESCORE,
+            with_payload=payload_selector(fields),
+            params=RESCORE,
         )
         return sort_hits(self._hits(name, req), limit)
 
@@ -518,9 +422,9 @@ class EdgeStore:
             return self._search_column(name, col, q, where, limit, pooled_field=pooled_field,
                                        prefetch_query=prefetch_query, prefetch_limit=max(prefetch_limit, limit),
                                        hnsw_ef=hnsw_ef, fields=fields, pre_over=pre_over)
-        full_params = _full_stage_params(oversampling)
+        full_params = stage_params(oversampling)
         flt = compile_where(where)
-        with_payload = _with_payload(fields)
+        with_payload = payload_selector(fields)
         if pooled_field is None:
             req = qe.QueryRequest(
                 limit=fetch,
@@ -577,7 +481,7 @@ class EdgeStore:
                 limit=prefetch_limit,
                 query=qe.Query.Nearest(pre, using=pooled_field),
                 filter=compile_where(where),
-                with_payload=_with_payload(fields),
+                with_payload=payload_selector(fields),
                 params=qe.SearchParams(hnsw_ef=hnsw_ef, quantization=qe.QuantizationSearchParams(
                     rescore=True, oversampling=pre_over)),
             ))

@@ -19,11 +19,18 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from ragspine.errors import LibraryNotFoundError, StoreError
 from ragspine.scoring.bm25 import SparseVector
-from ragspine.store._qdrant import Condition, full_stage_params, hnsw_params, where_conditions
+from ragspine.store._server_qdrant import (
+    RESCORE,
+    compile_where,
+    hnsw_config,
+    payload_selector,
+    quantization_config,
+    scored_hits,
+    stage_params,
+)
 from ragspine.store.base import (
     DEFAULT_PREFETCH_LIMIT,
     FDE_OVERSAMPLING,
-    SCALAR_QUANTILE,
     TIE_OVERFETCH,
     CollectionSpec,
     DenseField,
@@ -35,72 +42,12 @@ from ragspine.store.base import (
     check_addable,
     check_query_multivector,
     check_query_vector,
-    payload_fields,
     sort_hits,
     stored_vector,
 )
 
 PREFIX = "ragspine__"
 _SCROLL_PAGE = 1000
-
-
-def _condition(c: Condition) -> models.FieldCondition:
-    if c.kind == "match":
-        return models.FieldCondition(key=c.key, match=models.MatchValue(value=c.value))
-    if c.kind == "any":
-        return models.FieldCondition(key=c.key, match=models.MatchAny(any=c.value))
-    return models.FieldCondition(key=c.key, range=models.Range(**c.value))
-
-
-def compile_where(where: Where) -> models.Filter | None:
-    must, must_not = where_conditions(where)
-    if not must and not must_not:
-        return None
-    return models.Filter(must=[_condition(c) for c in must] or None,
-                         must_not=[_condition(c) for c in must_not] or None)
-
-
-def _with_payload(fields: Fields) -> bool | models.PayloadSelectorInclude:
-    """The server-side payload selector for ``fields`` (see :data:`~ragspine.store.base.Fields`):
-    unselected keys are dropped by Qdrant before they cross the wire; ``[]`` asks for none."""
-    keys = payload_fields(fields)
-    if keys is None:
-        return True
-    return models.PayloadSelectorInclude(include=keys) if keys else False
-
-
-def _hits(points: Sequence[models.ScoredPoint]) -> list[Hit]:
-    return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
-
-
-def _hnsw_config(f: DenseField) -> models.HnswConfigDiff | None:
-    params = hnsw_params(f)
-    return models.HnswConfigDiff(**params) if params is not None else None
-
-
-def _quantization_config(
-    f: DenseField,
-) -> models.ScalarQuantization | models.BinaryQuantization | models.TurboQuantization | None:
-    if f.quantization == "scalar":
-        return models.ScalarQuantization(
-            scalar=models.ScalarQuantizationConfig(
-                type=models.ScalarType.INT8, quantile=SCALAR_QUANTILE, always_ram=True
-            )
-        )
-    if f.quantization == "binary":
-        return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True))
-    if f.quantization == "turbo2":  # Qdrant 1.18+: an older server refuses the collection
-        return models.TurboQuantization(turbo=models.TurboQuantQuantizationConfig(
-            bits=models.TurboQuantBitSize.BITS2, always_ram=True))
-    return None
-
-
-#: Quantized fields score on the quantized copy, then rescore the candidates with the originals.
-_RESCORE = models.SearchParams(quantization=models.QuantizationSearchParams(rescore=True))
-
-
-def _full_stage_params(oversampling: float | None) -> models.SearchParams:
-    return models.SearchParams(quantization=models.QuantizationSearchParams(**full_stage_params(oversampling)))
 
 
 #: The first Qdrant server version with conditional upserts (``update_filter``, ``update_mode``).
@@ -152,6 +99,8 @@ class _Api:
 
 class ServerStore:
     """:class:`~ragspine.store.base.Store` on a Qdrant server, cluster, or in-memory double."""
+
+    backend = "server"
 
     def __init__(self, client: QdrantClient) -> None:
         self.client = client
@@ -217,8 +166,8 @@ class ServerStore:
                 )
                 if f.multivector
                 else None,
-                hnsw_config=_hnsw_config(f),
-                quantization_config=_quantization_config(f),
+                hnsw_config=hnsw_config(f),
+                quantization_config=quantization_config(f),
                 datatype=models.Datatype.FLOAT16 if f.datatype == "float16" else None,
             )
             for f in spec.dense
@@ -374,7 +323,7 @@ class ServerStore:
             self._api.delete(self._check(name), points_selector=models.PointIdsList(points=list(ids)), wait=True)
 
     def retrieve(self, name: str, ids: Sequence[str], *, fields: Fields = None) -> list[Record]:
-        recs = self._api.retrieve(self._check(name), ids=list(ids), with_payload=_with_payload(fields))
+        recs = self._api.retrieve(self._check(name), ids=list(ids), with_payload=payload_selector(fields))
         return [Record(str(r.id), _clean(r.payload)) for r in recs]
 
     def retrieve_vectors(self, name: str, ids: Sequence[str], field: str) -> dict[str, np.ndarray]:
@@ -396,7 +345,7 @@ class ServerStore:
     ) -> list[Record]:
         c = self._check(name)
         flt = compile_where(where)
-        with_payload = _with_payload(fields)
+        with_payload = payload_selector(fields)
         out: list[Record] = []
         offset = None
         while True:
@@ -411,6 +360,22 @@ class ServerStore:
     def count(self, name: str, where: Where) -> int:
         return self._api.count(self._check(name), count_filter=compile_where(where), exact=True).count
 
+    def scroll_points(self, name: str, where: Where, offset: Any = None, limit: int = 256
+                      ) -> tuple[list[PointData], Any]:
+        recs, nxt = self._api.scroll(self._check(name), scroll_filter=compile_where(where), limit=limit,
+                                     offset=offset, with_payload=True, with_vectors=True)
+        out: list[PointData] = []
+        for r in recs:
+            sparse: dict[str, SparseVector] = {}
+            dense: dict[str, Any] = {}
+            for k, v in (r.vector or {}).items() if isinstance(r.vector, dict) else ():
+                if isinstance(v, models.SparseVector):
+                    sparse[k] = SparseVector(list(v.indices), list(v.values))
+                else:
+                    dense[k] = stored_vector(k, v)
+            out.append(PointData(str(r.id), _clean(r.payload), sparse, dense))
+        return out, nxt
+
     def search_sparse(
         self,
         name: str,
@@ -421,7 +386,7 @@ class ServerStore:
         *,
         fields: Fields = None,
     ) -> list[Hit]:
-        with_payload = _with_payload(fields)
+        with_payload = payload_selector(fields)
         if not query.indices:
             return []
         res = self._api.query_points(
@@ -432,7 +397,7 @@ class ServerStore:
             limit=limit,
             with_payload=with_payload,
         )
-        return _hits(res.points)
+        return scored_hits(res.points)
 
     def search_dense(
         self,
@@ -454,10 +419,10 @@ class ServerStore:
             using=field,
             query_filter=compile_where(where),
             limit=fetch,
-            with_payload=_with_payload(fields),
-            search_params=_RESCORE,
+            with_payload=payload_selector(fields),
+            search_params=RESCORE,
         )
-        return sort_hits(_hits(res.points), limit)
+        return sort_hits(scored_hits(res.points), limit)
 
     def search_multivector(
         self,
@@ -479,7 +444,7 @@ class ServerStore:
         fetch = limit + TIE_OVERFETCH
         # The single-vector first stage's oversampling (None: a pooled multivector, no copy).
         pre_over = (prefetch_oversampling or FDE_OVERSAMPLING) if prefetch_query is not None else None
-        full_params = _full_stage_params(oversampling)
+        full_params = stage_params(oversampling)
         c = self._check(name)
         flt = compile_where(where)
         prefetch = None
@@ -502,10 +467,10 @@ class ServerStore:
             prefetch=prefetch,
             query_filter=flt,
             limit=fetch,
-            with_payload=_with_payload(fields),
+            with_payload=payload_selector(fields),
             search_params=full_params,
         )
-        return sort_hits(_hits(res.points), limit)
+        return sort_hits(scored_hits(res.points), limit)
 
     def optimize(self, name: str) -> None:
         """The server builds indexes, excludes deleted points from IDF and vacuums in the

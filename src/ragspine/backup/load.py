@@ -1,0 +1,277 @@
+"""Restoring a backup (see :mod:`ragspine.backup`)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ragspine.backup import LibraryCounts, Parts, Report
+from ragspine.backup.archive import MEMBER_RE, ArchiveReader, BackupFileError, read_json
+from ragspine.backup.dump import NOT_CARRIED, Progress
+from ragspine.backup.points import decode
+from ragspine.catalog import (
+    DENSE_CHUNK,
+    LibraryRecord,
+    check_library_name,
+    expected_encoders,
+    fields_from_record,
+    identity,
+)
+from ragspine.catalog.formats import LIBRARY_FORMAT, check_format, upgrade
+from ragspine.errors import ConflictError, InvalidRequestError, ModelMismatchError
+from ragspine.graph import Contribution
+from ragspine.policy import point_restricted
+from ragspine.store.base import KIND_DOC, CollectionSpec, DenseField
+
+logger = logging.getLogger(__name__)
+
+#: A record entry's note of the datatype a field had on the embedded store it was backed up from
+#: (int8 page columns become float32 on a Qdrant server).
+EMBEDDED_DATATYPE = "embedded_datatype"
+
+
+@dataclass
+class _Plan:
+    """One library of the file: where it goes and in what layout."""
+
+    source: str
+    target: str
+    record: LibraryRecord
+    fields: tuple[DenseField, ...]
+    vectors: dict[str, str]
+    drop: frozenset[str]
+
+
+def restore(parts: Parts, path: Path | str, *, as_name: str | None = None, bm25_only: bool = False,
+            progress: Progress | None = None) -> Report:
+    """Restore every library of the backup at ``path`` (one of them under ``as_name``).
+
+    The file is checked whole before anything is written; a library that exists, vectors of
+    other models than the configured ones (without ``bm25_only``) or a newer format are refused
+    before anything is written too. A failure while writing removes what this restore wrote.
+    """
+    t0 = time.perf_counter()
+    reader = ArchiveReader(path)
+    header = reader.verify()
+    if as_name is not None:
+        check_library_name(as_name)
+        if len(header.libraries) != 1:
+            raise InvalidRequestError(f"--as names one library, and this backup holds {len(header.libraries)} "
+                                      f"({', '.join(header.libraries)}); restore them under their own names")
+    metas = _library_meta(reader, header)
+    plans = {src: _plan(parts, src, as_name or src, metas[src], bm25_only) for src in header.libraries}
+    made: list[str] = []
+    counts = {src: LibraryCounts(p.target, source=src, vectors=p.vectors) for src, p in plans.items()}
+    try:
+        for p in plans.values():
+            _create(parts, p)
+            made.append(p.target)
+        _write(parts, reader, header, plans, counts, progress)
+        for p in plans.values():
+            _finish(parts, p)
+    except BaseException:
+        for target in made:
+            _remove(parts, target)
+        raise
+    out = Report(list(counts.values()), time.perf_counter() - t0, os.path.getsize(path))
+    for c in out.libraries:
+        logger.info("restored library %s (from %s): %d documents, %d points, %d thumbnails", c.name, c.source,
+                    c.documents, c.points, c.thumbnails)
+    return out
+
+
+def _library_meta(reader: ArchiveReader, header: Any) -> dict[str, dict[str, Any]]:
+    """Each library's ``library.json``, read before anything is written (it comes first)."""
+    out: dict[str, dict[str, Any]] = {}
+    want = {f"{lib}/library.json": lib for lib in header.libraries}
+    for name, data in reader.members(header):
+        lib = want.get(name)
+        if lib is not None:
+            meta = read_json(name, data)
+            if not isinstance(meta, dict) or not isinstance(meta.get("record"), dict):
+                raise BackupFileError(f"backup member {name} has no library record")
+            out[lib] = meta
+            if len(out) == len(want):
+                return out
+    missing = sorted(set(header.libraries) - set(out))
+    raise BackupFileError(f"the backup lacks the record of library {missing[0]!r}")
+
+
+def _plan(parts: Parts, source: str, target: str, meta: dict[str, Any], bm25_only: bool) -> _Plan:
+    try:
+        record = LibraryRecord.from_payload(meta["record"])
+        fields = fields_from_record(record.encoders)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BackupFileError(f"the record of library {source!r} in the backup is malformed: {exc}") from None
+    check_format(source, min(record.format_version, LIBRARY_FORMAT))  # newer: refused; older: upgraded after
+    if parts.store.has_collection(target):
+        raise ConflictError(f"library '{target}' already exists; restore under another name (--as NAME, REST: "
+                            "as=NAME) or delete it first (nothing was changed)")
+    bm25 = expected_encoders(parts.libraries.bm25)
+    for fname, enc in bm25.items():
+        if record.encoders.get(fname) != enc:
+            raise ModelMismatchError(
+                f"library {source!r} in the backup was indexed with BM25 {record.encoders.get(fname)}, and this "
+                f"server is configured for {enc} (RAGSPINE_BM25_K1 / RAGSPINE_BM25_B); configure those it was "
+                "built with to restore it (nothing was changed)")
+    embedded = parts.store.backend == "embedded"
+    vectors: dict[str, str] = {}
+    drop: set[str] = set()
+    for f in fields:
+        why = None if bm25_only else _model_problem(parts, f.name, record.encoders[f.name])
+        if why is not None:
+            raise ModelMismatchError(
+                f"library {source!r} in the backup has {f.name} vectors from {why}. Configure that model, or "
+                "restore the text channels only with --bm25-only (REST: bm25_only=true); nothing was changed")
+        if bm25_only:
+            drop.add(f.name)
+            vectors[f.name] = "dropped (BM25 only)"
+        elif f.datatype == "int8" and not embedded:
+            vectors[f.name] = "int8 -> float32 (a Qdrant server keeps no int8 vectors; scores unchanged)"
+        elif embedded and record.encoders[f.name].get(EMBEDDED_DATATYPE):
+            vectors[f.name] = f"float32 -> {record.encoders[f.name][EMBEDDED_DATATYPE]} (as on the embedded store it came from)"
+        else:
+            vectors[f.name] = "kept"
+    encoders = {k: dict(v) for k, v in record.encoders.items() if k not in drop}
+    kept: list[DenseField] = []
+    for f in fields:
+        if f.name in drop:
+            continue
+        enc = encoders[f.name]
+        if f.datatype == "int8" and not embedded:
+            # float32 holds the dequantized codes exactly; the note takes them back to int8 on a
+            # later restore into an embedded store, so a round trip through a server is exact.
+            f = replace(f, datatype="float32")
+            enc["datatype"], enc[EMBEDDED_DATATYPE] = "float32", "int8"
+        elif embedded and enc.get(EMBEDDED_DATATYPE):
+            f = replace(f, datatype=enc.pop(EMBEDDED_DATATYPE))
+            enc["datatype"] = f.datatype
+        kept.append(f)
+    record = replace(record, name=target, encoders=encoders, restoring=True)
+    return _Plan(source, target, record, tuple(kept), vectors, frozenset(drop))
+
+
+def _model_problem(parts: Parts, field: str, have: dict[str, Any]) -> str | None:
+    """Why vectors of ``field`` written by ``have`` cannot go into a library of this server
+    (None: the same model, revision and dimension is loaded)."""
+    slot = "dense" if field == DENSE_CHUNK else "page"
+    model = parts.models.dense if slot == "dense" else parts.models.page
+    made = f"{have.get('model')} (revision {have.get('revision')}, dim {have.get('dim')})"
+    if model is None:
+        err = parts.models.errors.get(slot)
+        loads = f"its {slot} model failed to load ({err})" if err else \
+            f"it loads no {slot} model (RAGSPINE_{'DENSE' if slot == 'dense' else 'PAGE'}_MODEL)"
+        return f"{made}, and this server cannot check them: {loads}"
+    ident = identity(model)
+    if any(have.get(k) != ident[k] for k in ("model", "revision", "dim")):
+        return f"{made}, and this server loads {ident['model']} (revision {ident['revision']}, dim {ident['dim']})"
+    return None
+
+
+def _create(parts: Parts, p: _Plan) -> None:
+    """The collection and the record, marked restoring: readers refuse the library until the end.
+    No lock yet (a writer lease lives in the collection made here): a second creator of the
+    name fails in ``create_collection``."""
+    parts.store.create_collection(p.target, CollectionSpec(dense=p.fields))
+    parts.libraries.save(p.record)
+
+
+def _write(parts: Parts, reader: ArchiveReader, header: Any, plans: dict[str, _Plan],
+           counts: dict[str, LibraryCounts], progress: Progress | None) -> None:
+    batch_rows: dict[str, Any] = {}
+    versions: dict[str, dict[str, int]] = {src: {} for src in plans}
+    pending: dict[str, dict[str, Any]] = {}  # member stem -> {'pdf': bytes, 'json': sidecar}
+    for name, data in reader.members(header):
+        m = MEMBER_RE.match(name)
+        assert m is not None  # verify() checked every name
+        src = m.group("lib")
+        p, c = plans[src], counts[src]
+        rest = name[len(src) + 1:]
+        if rest == "library.json":
+            continue
+        if rest.startswith("points/") and rest.endswith(".json.gz"):
+            batch_rows[src] = read_json(name, data)
+        elif rest.startswith("points/"):
+            rows = batch_rows.pop(src, None)
+            if rows is None:
+                raise BackupFileError(f"backup member {name} comes without its point list")
+            points = [pt for pt in decode(name, rows, data) if pt.payload.get("kind") not in NOT_CARRIED
+                      and not point_restricted(pt.payload)]
+            for pt in points:
+                for f in p.drop:
+                    pt.dense.pop(f, None)
+                if pt.payload.get("kind") == KIND_DOC:
+                    c.documents += 1
+                    if pt.payload.get("active_version"):
+                        versions[src][str(pt.payload.get("doc_id"))] = int(pt.payload["active_version"])
+            with parts.libraries.lock(p.target):
+                parts.store.upsert(p.target, points)
+            c.points += len(points)
+            if progress is not None:
+                progress(p.target, c.points, 0)
+        elif rest == "graph.json.gz":
+            c.graph_sources = _graph(parts, p.target, name, read_json(name, data))
+        elif rest.startswith("thumbnails/"):
+            doc, page = m.group("doc"), int(rest.rsplit("/p", 1)[1][:-4])
+            version = versions[src].get(doc)
+            if version is None:
+                raise BackupFileError(f"backup member {name} is the thumbnail of a document the backup lacks")
+            dest = parts.thumbnails.path(p.target, doc, version, page)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+            c.thumbnails += 1
+        else:  # a pending PDF and its sidecar, in either order
+            stem, ext = name.rsplit(".", 1)
+            got = pending.setdefault(stem, {})
+            got[ext] = read_json(name, data) if ext == "json" else data
+            if len(got) == 2:
+                info = pending.pop(stem)["json"]
+                if not isinstance(info, dict) or not isinstance(info.get("key"), str) \
+                        or not isinstance(info.get("meta"), dict):
+                    raise BackupFileError(f"backup member {stem}.json does not describe its PDF")
+                parts.pending.put(p.target, info["key"], got["pdf"], info["meta"], info.get("filename"))
+                c.pending_ocr += 1
+    if pending:
+        raise BackupFileError(f"backup member {sorted(pending)[0]} lacks its PDF or its description")
+
+
+def _graph(parts: Parts, target: str, name: str, body: Any) -> int:
+    sources = body.get("sources") if isinstance(body, dict) else None
+    if not isinstance(sources, dict):
+        raise BackupFileError(f"backup member {name} holds no graph sources")
+    try:
+        changes: dict[str, Contribution | None] = {
+            str(k): Contribution.from_json(v) for k, v in sources.items()}
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise BackupFileError(f"backup member {name}: a graph source is malformed ({exc})") from None
+    with parts.graphs.locked(target):
+        parts.graphs.replace_sources(target, changes)
+    return len(changes)
+
+
+def _finish(parts: Parts, p: _Plan) -> None:
+    """Older formats upgraded, vacuum and index, then the record unmarked: the library opens."""
+    libs = parts.libraries
+    with libs.lock(p.target):
+        if p.record.format_version < LIBRARY_FORMAT:
+            upgrade(libs, p.target)
+        parts.store.optimize(p.target)
+        rec = libs.get(p.target)
+        rec.restoring = False
+        libs.save(rec)
+        libs.manifest_changed(p.target)
+
+
+def _remove(parts: Parts, target: str) -> None:
+    """Take back what a failed restore wrote (each part on its own: one failing leaves the rest)."""
+    for undo in (lambda: parts.libraries.drop(target), lambda: parts.graphs.drop(target),
+                 lambda: parts.thumbnails.remove_library(target), lambda: parts.pending.remove_library(target)):
+        try:
+            undo()
+        except Exception:  # the restore's own error is the one to report
+            logger.exception("restore of library %s: could not remove part of what it wrote", target)
+
