@@ -96,6 +96,9 @@ class Settings(BaseSettings):
     thumbnail_max_px: int = Field(default=1600, ge=64, le=8000)
     #: Largest PDF accepted, in bytes.
     max_upload_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    #: Largest backup file ``POST /v1/restore`` accepts, in bytes (it is spooled to the data dir's
+    #: disk before anything is restored). A ColPali library's backup is ~140 KB a page.
+    max_restore_bytes: int = Field(default=64 * 1024**3, ge=1024)
     #: Largest number of pages accepted in one PDF.
     max_pages: int = Field(default=3000, ge=1)
     #: Largest page side accepted, in PDF points (the PDF spec's own limit is 14,400).

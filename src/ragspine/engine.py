@@ -205,9 +205,10 @@ class Engine:
         return backup(self._backup_parts(), names, out, progress)
 
     def restore(self, path: Path | str, *, as_name: str | None = None, bm25_only: bool = False,
-                progress: Any = None) -> Report:
+                progress: Any = None, label: str | None = None) -> Report:
         """Restore the libraries of the backup file at ``path`` (one of them as ``as_name``)."""
-        report = restore(self._backup_parts(), path, as_name=as_name, bm25_only=bm25_only, progress=progress)
+        report = restore(self._backup_parts(), path, as_name=as_name, bm25_only=bm25_only, progress=progress,
+                         label=label)
         for c in report.libraries:
             if self.lexical is not None:
                 self.lexical.drop(c.name)  # a name deleted and restored starts from the new points

@@ -33,6 +33,8 @@ from ragspine.api.resources import (
     Page,
     Passage,
     Problem,
+    Restored,
+    RestoredLibrary,
     UploadMetadata,
 )
 from ragspine.api.search import (
@@ -79,6 +81,8 @@ __all__ = [
     "PostStep",
     "Problem",
     "RelationsUploaded",
+    "Restored",
+    "RestoredLibrary",
     "SearchRequest",
     "SearchResponse",
     "UploadMetadata",

@@ -202,3 +202,25 @@ class GapList(Reply):
 
 class GapsCleared(Reply):
     deleted: int
+
+
+class RestoredLibrary(Reply):
+    """One library a restore wrote."""
+
+    name: str = Field(description="its name here")
+    source: str = Field(alias="from", description="its name in the backup")
+    documents: int = Field(ge=0)
+    points: int = Field(ge=0, description="points written: passages, pages, manifest entries, glossary, gaps")
+    thumbnails: int = Field(ge=0)
+    graph_sources: int = Field(ge=0, description="relation-graph sources (0: built from the documents on first use)")
+    pending_ocr: int = Field(ge=0, description="documents whose OCR second phase is still owed (it resumes here)")
+    vectors: dict[str, str] = Field(description="what became of each model vector field: kept, dropped (BM25 "
+                                    "only), or converted for this store")
+
+
+class Restored(Reply):
+    """The answer of ``POST /v1/restore``."""
+
+    libraries: list[RestoredLibrary]
+    seconds: float = Field(ge=0)
+    bytes: int = Field(ge=0, description="size of the backup file")

@@ -138,8 +138,10 @@ class Header:
 class ArchiveReader:
     """Reads a backup file from disk (see the module docstring)."""
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, label: str | None = None) -> None:
         self.path = Path(path)
+        #: How errors name the file (``backup file NAME``; a server says "the uploaded backup").
+        self.what = label or f"backup file {self.path.name}"
 
     def _raw(self) -> Iterator[tuple[str, bytes]]:
         try:
@@ -154,10 +156,10 @@ class ArchiveReader:
                     assert f is not None  # a regular file
                     data = f.read()
                     if len(data) != info.size:
-                        raise BackupFileError(f"backup file {self.path.name} is truncated (in member {info.name})")
+                        raise BackupFileError(f"{self.what} is truncated (in member {info.name})")
                     yield info.name, data
         except (tarfile.TarError, EOFError, zlib.error) as exc:
-            raise BackupFileError(f"backup file {self.path.name} is not a readable ragspine backup "
+            raise BackupFileError(f"{self.what} is not a readable ragspine backup "
                                   f"(corrupt or truncated: {exc})") from None
         except OSError as exc:
             raise BackupFileError(f"cannot read backup file {self.path}: {exc.strerror or exc}") from None
@@ -171,10 +173,10 @@ class ArchiveReader:
         trailer: dict[str, Any] | None = None
         for name, data in self._raw():
             if trailer is not None:
-                raise BackupFileError(f"backup file {self.path.name} has member {name!r} after its checksum list")
+                raise BackupFileError(f"{self.what} has member {name!r} after its checksum list")
             if head is None:
                 if name != HEADER:
-                    raise BackupFileError(f"{self.path.name} is not a ragspine backup (it starts with {name!r}, "
+                    raise BackupFileError(f"{self.what} is not a ragspine backup (it starts with {name!r}, "
                                           f"not {HEADER})")
                 head = _check_header(read_json(name, data))
                 continue
@@ -188,15 +190,15 @@ class ArchiveReader:
                 raise BackupFileError(f"backup member {name!r} appears twice")
             seen[name] = (len(data), _sha(data))
         if head is None:
-            raise BackupFileError(f"backup file {self.path.name} is empty")
+            raise BackupFileError(f"{self.what} is empty")
         if trailer is None:
-            raise BackupFileError(f"backup file {self.path.name} is truncated: its checksum list "
+            raise BackupFileError(f"{self.what} is truncated: its checksum list "
                                   f"({TRAILER}, written last) is missing")
         sums = _check_sums(trailer)
         sums.pop(HEADER, None)
         for name in sorted(set(sums) | set(seen)):
             if name not in seen:
-                raise BackupFileError(f"backup file {self.path.name} lacks member {name!r}")
+                raise BackupFileError(f"{self.what} lacks member {name!r}")
             if name not in sums:
                 raise BackupFileError(f"backup member {name!r} is not in the checksum list")
             if seen[name] != sums[name]:

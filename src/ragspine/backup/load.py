@@ -47,15 +47,16 @@ class _Plan:
 
 
 def restore(parts: Parts, path: Path | str, *, as_name: str | None = None, bm25_only: bool = False,
-            progress: Progress | None = None) -> Report:
-    """Restore every library of the backup at ``path`` (one of them under ``as_name``).
+            progress: Progress | None = None, label: str | None = None) -> Report:
+    """Restore every library of the backup at ``path`` (one of them under ``as_name``; errors
+    name the file as ``label``, default its name).
 
     The file is checked whole before anything is written; a library that exists, vectors of
     other models than the configured ones (without ``bm25_only``) or a newer format are refused
     before anything is written too. A failure while writing removes what this restore wrote.
     """
     t0 = time.perf_counter()
-    reader = ArchiveReader(path)
+    reader = ArchiveReader(path, label)
     header = reader.verify()
     if as_name is not None:
         check_library_name(as_name)

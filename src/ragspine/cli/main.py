@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragspine.cli.ingest import add_ocr_command, cmd_ingest
 from ragspine.cli.common import (  # noqa: F401  (EXIT_* and _fail are part of this module's face)
     EXIT_FAILED,
     EXIT_USAGE,
@@ -24,7 +23,7 @@ from ragspine.cli.common import (  # noqa: F401  (EXIT_* and _fail are part of t
     _positive_int,
     _settings,
 )
-
+from ragspine.cli.ingest import add_ocr_command, cmd_ingest
 
 # -- subcommands -------------------------------------------------------------------------------
 
@@ -34,8 +33,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     from ragspine.engine import Engine
     from ragspine.errors import RagspineError
-    from ragspine.store.predicates import parse_predicate_text
     from ragspine.retrieval.search import SearchRequest
+    from ragspine.store.predicates import parse_predicate_text
 
     try:
         filters = [vars(parse_predicate_text(f)) for f in args.filter]
@@ -349,9 +348,11 @@ def build_parser() -> argparse.ArgumentParser:
     from ragspine.cli.sync import add_sync_command  # argparse only, like ingest
 
     add_sync_command(sub)
+    from ragspine.cli.backup import add_backup_commands
     from ragspine.cli.mcp import add_mcp_command
 
     add_mcp_command(sub)
+    add_backup_commands(sub)
 
     s = sub.add_parser("search", help="search one or more libraries")
     s.add_argument("query")
@@ -405,7 +406,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "stored passage text (no PDF is parsed again; ingests into it wait meanwhile)")
     s.set_defaults(func=cmd_libraries)
 
-    from ragspine.cli.chain import add_chain_commands  # argparse only; the engine loads per command
+    from ragspine.cli.chain import (
+        add_chain_commands,  # argparse only; the engine loads per command
+    )
     from ragspine.cli.graph import add_graph_commands
 
     add_graph_commands(sub, _settings, _fail)

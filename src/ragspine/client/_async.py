@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -14,13 +14,19 @@ from ragspine import api
 from ragspine.client import _calls as calls
 from ragspine.client._calls import Call, FileInput
 from ragspine.client._common import (
+    CHUNK,
     DEFAULT_URL,
     FIRST_POLL_S,
+    TAR,
+    PathLike,
+    backup_request,
     check,
     finished,
     headers_for,
     next_delay,
+    part_file,
     read,
+    restore_params,
     timed_out,
 )
 
@@ -201,3 +207,39 @@ class AsyncClient:
 
     async def clear_gaps(self, library: str) -> int:
         return await self._send(calls.clear_gaps(library))
+
+    # -- backup and restore ----------------------------------------------------------------------
+
+    async def backup(self, dest: PathLike, library: str | Sequence[str] | None = None) -> int:
+        """Download a backup of ``library`` (one name, several, or None: every library) into the
+        file ``dest``; its size in bytes. Needs a key allowed every library (``*``)."""
+        path, params = backup_request(library)
+        final, part = part_file(dest)
+        async with self._client().stream("GET", path, params=params, timeout=None) as r:
+            if r.status_code != 200:
+                await r.aread()
+                check(r.status_code, r.content, r.headers.get("content-type", ""))
+            size = 0
+            try:
+                with open(part, "wb") as fh:  # noqa: ASYNC230 - local disk, written as the bytes come
+                    async for block in r.aiter_bytes():
+                        fh.write(block)
+                        size += len(block)
+                part.replace(final)
+            finally:
+                part.unlink(missing_ok=True)
+        return size
+
+    async def restore(self, source: PathLike, *, as_name: str | None = None, bm25_only: bool = False
+                      ) -> api.Restored:
+        """Upload the backup file ``source`` and restore its libraries (the one library as
+        ``as_name``; ``bm25_only`` for vectors of models the server does not load)."""
+        async def body() -> AsyncIterator[bytes]:
+            with open(source, "rb") as fh:  # noqa: ASYNC230 - local disk, read as the upload goes
+                while block := fh.read(CHUNK):
+                    yield block
+
+        r = await self._client().post("/v1/restore", params=restore_params(as_name, bm25_only), content=body(),
+                                      headers={"Content-Type": TAR}, timeout=None)
+        check(r.status_code, r.content, r.headers.get("content-type", ""))
+        return api.Restored.model_validate(r.json())

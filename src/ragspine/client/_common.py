@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TypeVar
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, TypeVar
 
 import httpx
 
@@ -55,3 +57,37 @@ def next_delay(delay: float) -> float:
 def timed_out(job_id: str) -> JobTimeoutError:
     return JobTimeoutError(f"job {job_id} has not ended yet; it goes on on the server (poll it with job())",
                            job_id)
+
+
+# -- backup and restore: files streamed, not JSON calls ----------------------------------------
+
+#: Backups are read and written in pieces of this size.
+CHUNK = 1 << 20
+TAR = "application/x-tar"
+PathLike = str | os.PathLike[str]
+
+
+def backup_request(library: str | Sequence[str] | None) -> tuple[str, dict[str, Any]]:
+    """The path and query of a backup download: one library, several, or every library."""
+    if isinstance(library, str):
+        return f"/v1/libraries/{library}/backup", {}
+    return "/v1/backup", ({"library": list(library)} if library else {})
+
+
+def restore_params(as_name: str | None, bm25_only: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"bm25_only": "true" if bm25_only else "false"}
+    if as_name is not None:
+        out["as"] = as_name
+    return out
+
+
+def chunks(fh: IO[bytes]) -> Iterator[bytes]:
+    while block := fh.read(CHUNK):
+        yield block
+
+
+def part_file(dest: PathLike) -> tuple[Path, Path]:
+    """``dest`` and the temporary file a download goes to first (renamed when complete, so a
+    broken download never leaves a file that looks like a backup)."""
+    path = Path(dest)
+    return path, path.with_name(path.name + ".part")

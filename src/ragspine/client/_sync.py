@@ -14,11 +14,17 @@ from ragspine.client._calls import Call, FileInput
 from ragspine.client._common import (
     DEFAULT_URL,
     FIRST_POLL_S,
+    TAR,
+    PathLike,
+    backup_request,
     check,
+    chunks,
     finished,
     headers_for,
     next_delay,
+    part_file,
     read,
+    restore_params,
     timed_out,
 )
 
@@ -182,3 +188,34 @@ class Client:
 
     def clear_gaps(self, library: str) -> int:
         return self._send(calls.clear_gaps(library))
+
+    # -- backup and restore ----------------------------------------------------------------------
+
+    def backup(self, dest: PathLike, library: str | Sequence[str] | None = None) -> int:
+        """Download a backup of ``library`` (one name, several, or None: every library) into the
+        file ``dest``; its size in bytes. Needs a key allowed every library (``*``)."""
+        path, params = backup_request(library)
+        final, part = part_file(dest)
+        with self._http.stream("GET", path, params=params, timeout=None) as r:
+            if r.status_code != 200:
+                r.read()
+                check(r.status_code, r.content, r.headers.get("content-type", ""))
+            size = 0
+            try:
+                with open(part, "wb") as fh:
+                    for block in r.iter_bytes():
+                        fh.write(block)
+                        size += len(block)
+                part.replace(final)
+            finally:
+                part.unlink(missing_ok=True)
+        return size
+
+    def restore(self, source: PathLike, *, as_name: str | None = None, bm25_only: bool = False) -> api.Restored:
+        """Upload the backup file ``source`` and restore its libraries (the one library as
+        ``as_name``; ``bm25_only`` for vectors of models the server does not load)."""
+        with open(source, "rb") as fh:
+            r = self._http.post("/v1/restore", params=restore_params(as_name, bm25_only), content=chunks(fh),
+                                headers={"Content-Type": TAR}, timeout=None)
+        check(r.status_code, r.content, r.headers.get("content-type", ""))
+        return api.Restored.model_validate(r.json())

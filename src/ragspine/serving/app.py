@@ -40,6 +40,7 @@ from ragspine.indexing.pdf import sniff_pdf
 from ragspine.retrieval.explain import heatmap_png
 from ragspine.serving.auth import Auth, Principal
 from ragspine.serving.chain_routes import chain_router
+from ragspine.serving.backup_routes import backup_router
 from ragspine.serving.graph_routes import graph_router
 from ragspine.serving.jobs import Job, JobRecords, JobRunner
 from ragspine.serving.mcp_server import mount_mcp
@@ -399,6 +400,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
     app.include_router(graph_router(eng, auth))  # /v1/libraries/{lib}/graph/...
     app.include_router(chain_router(eng, auth))  # /v1/libraries/{lib}/glossary, /gaps
+    app.include_router(backup_router(eng, auth, settings, upload_dir))  # /v1/backup, /v1/restore
     mcp = mount_mcp(app, auth, stateless=settings.mcp_stateless)  # /mcp: the routes above as MCP tools
     mount_web(app)  # the search page at / (a client of the routes above)
     problem_openapi(app)  # error responses declared as application/problem+json
@@ -437,10 +439,10 @@ def spool_dir(root: Path, replica: str, *, stale_after: float = STALE_SPOOL_SECO
             continue
         if entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
-        elif entry.name.endswith(".pdf.part"):
+        elif entry.name.endswith(".part"):
             entry.unlink(missing_ok=True)
     mine.mkdir(exist_ok=True)
-    for stale in mine.glob("*.pdf.part"):  # this replica's own, left by a crash: never kept
+    for stale in mine.glob("*.part"):  # this replica's own uploads and backups, left by a crash
         stale.unlink(missing_ok=True)
     return mine
 
