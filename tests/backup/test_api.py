@@ -108,6 +108,10 @@ def test_a_corrupt_or_oversized_upload_is_refused_and_changes_nothing(live: Live
         assert [lib.name for lib in rs.libraries()] == before
     r = httpx.post(f"{live.url}/v1/restore", headers={"Authorization": f"Bearer {KEY_STAR}"})
     assert r.status_code == 422 and "no body" in r.json()["detail"]
+    r = httpx.post(f"{live.url}/v1/restore", content=b"%PDF-1.7 not a backup" * 100,
+                   headers={"Authorization": f"Bearer {KEY_STAR}", "Content-Type": "application/x-tar"})
+    assert r.status_code == 415 and r.json()["type"] == "/problems/not-a-backup"
+    assert "the uploaded backup is not a ragspine backup" in r.json()["detail"]
 
 
 def test_the_cli_goes_through_a_server_and_is_refused_its_data_dir(live: LiveServer, tmp_path: Path,

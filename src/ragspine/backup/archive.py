@@ -55,16 +55,24 @@ _LIB = LIBRARY_NAME_PATTERN.strip("^$")
 _DOC = DOC_ID_PATTERN.strip("^$")
 MEMBER_RE = re.compile(
     rf"^(?P<lib>{_LIB})/(?:library\.json|graph\.json\.gz|points/\d{{6}}\.(?:json\.gz|npz)"
-    rf"|thumbnails/(?P<doc>{_DOC})/p[1-9]\d{{0,5}}\.png|pending/[0-9a-f]{{40}}\.(?:pdf|json))$"
+    rf"|thumbnails/(?P<doc>{_DOC})/p[1-9]\d{{0,5}}\.png|pending/[0-9a-f]{{40}}\.(?:pdf|json))\Z"
 )
 
 
 class BackupFileError(InvalidRequestError):
-    """A backup file that cannot be restored: corrupt, truncated, not a backup, or of a newer
-    layout (422; nothing was changed)."""
+    """A backup file that cannot be restored: corrupt, truncated, or of a newer layout (422;
+    nothing was changed)."""
 
     type = "invalid-backup"
     title = "Invalid backup file"
+
+
+class NotABackupError(BackupFileError):
+    """A file that is not a ragspine backup at all (415, as a PDF upload that is not a PDF)."""
+
+    status = 415
+    type = "not-a-backup"
+    title = "Not a ragspine backup"
 
 
 def _sha(data: bytes) -> str:
@@ -88,6 +96,8 @@ def read_json(name: str, data: bytes) -> Any:
         else:
             raw = data
         return json.loads(raw)
+    except RecursionError:
+        raise BackupFileError(f"backup member {name} is nested too deeply to be read") from None
     except (zlib.error, ValueError, UnicodeDecodeError) as exc:
         raise BackupFileError(f"backup member {name} is not valid JSON: {exc}") from None
 
@@ -144,6 +154,7 @@ class ArchiveReader:
         self.what = label or f"backup file {self.path.name}"
 
     def _raw(self) -> Iterator[tuple[str, bytes]]:
+        read = 0
         try:
             with open(self.path, "rb") as fh, tarfile.open(fileobj=fh, mode="r|") as tar:
                 for info in tar:
@@ -157,8 +168,11 @@ class ArchiveReader:
                     data = f.read()
                     if len(data) != info.size:
                         raise BackupFileError(f"{self.what} is truncated (in member {info.name})")
+                    read += 1
                     yield info.name, data
         except (tarfile.TarError, EOFError, zlib.error) as exc:
+            if read == 0:  # not even one member: not a tar file (or an empty one)
+                raise NotABackupError(f"{self.what} is not a ragspine backup (not a tar file: {exc})") from None
             raise BackupFileError(f"{self.what} is not a readable ragspine backup "
                                   f"(corrupt or truncated: {exc})") from None
         except OSError as exc:
@@ -176,7 +190,7 @@ class ArchiveReader:
                 raise BackupFileError(f"{self.what} has member {name!r} after its checksum list")
             if head is None:
                 if name != HEADER:
-                    raise BackupFileError(f"{self.what} is not a ragspine backup (it starts with {name!r}, "
+                    raise NotABackupError(f"{self.what} is not a ragspine backup (it starts with {name!r}, "
                                           f"not {HEADER})")
                 head = _check_header(read_json(name, data))
                 continue
@@ -190,7 +204,7 @@ class ArchiveReader:
                 raise BackupFileError(f"backup member {name!r} appears twice")
             seen[name] = (len(data), _sha(data))
         if head is None:
-            raise BackupFileError(f"{self.what} is empty")
+            raise NotABackupError(f"{self.what} is empty")
         if trailer is None:
             raise BackupFileError(f"{self.what} is truncated: its checksum list "
                                   f"({TRAILER}, written last) is missing")
@@ -227,6 +241,8 @@ def _check_header(d: Any) -> dict[str, Any]:
     if version > VERSION:
         raise BackupFileError(f"the backup is in layout {version}, written by a newer ragspine; this one reads "
                               f"layout {VERSION} (nothing was changed)")
+    if not isinstance(d.get("created_at", 0.0), (int, float)) or isinstance(d.get("created_at"), bool):
+        raise BackupFileError("the backup header's created_at is not a number")
     libs = d.get("libraries")
     if not isinstance(libs, list) or not libs or not all(
             isinstance(n, str) and re.match(LIBRARY_NAME_PATTERN, n) for n in libs) or len(set(libs)) != len(libs):

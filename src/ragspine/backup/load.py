@@ -207,8 +207,12 @@ def _write(parts: Parts, reader: ArchiveReader, header: Any, plans: dict[str, _P
                     pt.dense.pop(f, None)
                 if pt.payload.get("kind") == KIND_DOC:
                     c.documents += 1
-                    if pt.payload.get("active_version"):
-                        versions[src][str(pt.payload.get("doc_id"))] = int(pt.payload["active_version"])
+                    version = pt.payload.get("active_version")
+                    if version is not None:
+                        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+                            raise BackupFileError(f"backup member {name}: document {pt.payload.get('doc_id')!r} "
+                                                  f"has no valid active version ({version!r})")
+                        versions[src][str(pt.payload.get("doc_id"))] = version
             with parts.libraries.lock(p.target):
                 parts.store.upsert(p.target, points)
             c.points += len(points)
@@ -244,10 +248,13 @@ def _graph(parts: Parts, target: str, name: str, body: Any) -> int:
     sources = body.get("sources") if isinstance(body, dict) else None
     if not isinstance(sources, dict):
         raise BackupFileError(f"backup member {name} holds no graph sources")
+    bad = next((k for k, v in sources.items() if not isinstance(v, dict)), None)
+    if bad is not None:
+        raise BackupFileError(f"backup member {name}: graph source {bad!r} is not an object")
     try:
         changes: dict[str, Contribution | None] = {
             str(k): Contribution.from_json(v) for k, v in sources.items()}
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise BackupFileError(f"backup member {name}: a graph source is malformed ({exc})") from None
     with parts.graphs.locked(target):
         parts.graphs.replace_sources(target, changes)

@@ -135,6 +135,9 @@ def decode(name: str, rows: Any, data: bytes) -> list[PointData]:
         except ValueError:
             raise BackupFileError(f"backup member {name}: point id {row.get('id')!r} is not a UUID") from None
         p = PointData(pid, row["payload"])
+        for key in ("sparse", "single", "multi"):
+            if not isinstance(row.get(key) or {}, dict):
+                raise BackupFileError(f"backup member {name}: point {pid} has a malformed {key} map")
         for f, span in (row.get("sparse") or {}).items():
             idx, val = arrays.get(f"sparse.{f}.indices"), arrays.get(f"sparse.{f}.values")
             if idx is None or val is None or idx.dtype != np.uint32 or val.dtype != np.float32 \

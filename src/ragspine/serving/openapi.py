@@ -60,6 +60,7 @@ LINKS: dict[str, dict[str, dict[str, tuple[str, dict[str, str]]]]] = {
         "ListGaps": ("list_gaps", {"lib": _LIB}),
         "ClearGaps": ("clear_gaps", {"lib": _LIB}),
         "DeleteLibrary": ("delete_library", {"lib": _LIB}),
+        "BackupLibrary": ("backup_library", {"lib": _LIB}),
     }},
     "upload_document": {
         "202": {"GetJob": ("get_job", {"job_id": "$response.body#/id"})},
@@ -109,7 +110,7 @@ def _statuses(path: str, op: dict[str, Any]) -> set[int]:
     if path.startswith("/v1/"):
         codes |= {401, 403, 404, 409, 503}
     body = op.get("requestBody", {}).get("content", {})
-    if "multipart/form-data" in body:
+    if "multipart/form-data" in body or "application/x-tar" in body:  # an upload: too big, not the file it must be
         codes |= {413, 415}
     return codes
 
