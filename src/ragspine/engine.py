@@ -341,11 +341,12 @@ class Engine:
         gaps = self.gaps if record_gaps and settings.gap_log else None
         return QueryChain(searcher.settings, searcher, self.glossaries, gaps, graph.synonym_groups, base=base)
 
-    def close(self) -> None:
-        # Queued phase-2 OCR is dropped (it stays pending; the next start resumes it), and a
-        # running one is waited for: it writes to the store closed below.
+    def close(self, drain: float | None = None) -> None:
+        """Queued phase-2 OCR is dropped (it stays pending; the next start resumes it), and a
+        running one is waited for (it writes to the store closed below): to its end, or for
+        ``drain`` seconds, after which it stops at its next page, uncommitted."""
         try:
-            self.ocr_queue.close()
+            self.ocr_queue.close(drain)
             if self.leases is not None:
                 self.leases.close()
             self.indexer.close()

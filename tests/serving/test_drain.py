@@ -1,6 +1,7 @@
 """A SIGTERM while an upload is being indexed, on the real server process: within the drain time
 the job finishes and is live after the restart; past it, the ingest stops at its next batch, the
-job reads failed (server-stopping), and nothing of the document is live."""
+job reads failed (server-stopping), and nothing of the document is live. An OCR second phase
+still reading past the drain time stops at its next page: its first version stays live."""
 
 from __future__ import annotations
 
@@ -21,11 +22,11 @@ pytestmark = pytest.mark.integration
 PAGES = 2500
 
 
-def _start(data: Path, drain: float, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _start(data: Path, drain: float, log: Path, ocr: str = "off") -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}
-    env.update({"RAGSPINE_DATA_DIR": str(data), "RAGSPINE_DENSE_MODEL": "none", "RAGSPINE_OCR": "off",
-                "RAGSPINE_DRAIN_SECONDS": str(drain), "PYTHONUNBUFFERED": "1"})
+    env.update({"RAGSPINE_DATA_DIR": str(data), "RAGSPINE_DENSE_MODEL": "none", "RAGSPINE_OCR": ocr,
+                "RAGSPINE_OCR_WORKERS": "1", "RAGSPINE_DRAIN_SECONDS": str(drain), "PYTHONUNBUFFERED": "1"})
     proc = subprocess.Popen([*ragspine_command(), "serve", "--host", "127.0.0.1", "--port", str(port)],
                             stdout=log.open("ab"), stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
@@ -96,3 +97,47 @@ def test_within_the_drain_time_the_job_finishes(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def test_past_the_drain_time_the_ocr_second_phase_stops_and_the_first_version_stays(tmp_path: Path) -> None:
+    import pymupdf
+    import scans
+
+    from ragspine.config import Settings
+    from ragspine.engine import Engine
+
+    doc = pymupdf.open(stream=pdfs.make_pdf(["Harbour report: revenue of the port rose."]), filetype="pdf")
+    doc.insert_pdf(pymupdf.open(stream=scans.scan_pdf([scans.ScanPage([scans.Line(f"Scanned page {i} of the annex")])
+                                                       for i in range(60)], dpi=100), filetype="pdf"))
+    pdf = doc.tobytes(deflate=True, garbage=3)
+    data, log = tmp_path / "data", tmp_path / "serve.log"
+    proc, url = _start(data, 1, log, ocr="auto")
+    try:
+        assert httpx.post(f"{url}/v1/libraries", json={"name": "lib"}).status_code == 201
+        r = httpx.post(f"{url}/v1/libraries/lib/documents", files={"file": ("mixed.pdf", pdf, "application/pdf")},
+                       data={"metadata": '{"doc_id": "mixed"}'}, timeout=60)
+        assert r.status_code == 202, r.text
+        job_id = r.json()["id"]
+        while True:  # the first phase is live and the second has read a page
+            job = httpx.get(f"{url}/v1/jobs/{job_id}").json()
+            assert job["state"] in ("queued", "running", "succeeded") and job["ocr"] != "done", job
+            if job["state"] == "succeeded" and job["ocr_pages_done"] >= 1:
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) in (0, -signal.SIGTERM), log.read_text(errors="replace")[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log.read_text(errors="replace")
+    assert "did not finish within the drain time; it stops at its next page" in text
+    eng = Engine(Settings(data_dir=data, dense_model="none"))
+    try:
+        entry = eng.libraries.doc_entry("lib", "mixed")
+        assert entry["ocr"] == "failed" and entry["pages_indexed"] == 1  # stopped, the first version live
+        hits = eng.search({"query": "harbour revenue", "libraries": ["lib"], "mode": "bm25"}).hits
+        assert [h.doc_id for h in hits] == ["mixed"]
+        assert eng.indexer.deferred.owed("lib") == ["mixed"]  # the next start (or ocr --resume) finishes it
+    finally:
+        eng.close()

@@ -34,11 +34,11 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ragspine.errors import DocumentError
+from ragspine.errors import DocumentError, ServerStoppingError
 
 if TYPE_CHECKING:
     from ragspine.indexing.pipeline import Indexer
@@ -187,6 +187,22 @@ class OcrQueue:
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="ragspine-ocr")
         self._lock = threading.Lock()
         self._queued: dict[tuple[str, str], Future[Any]] = {}
+        #: Set when a stop's drain time is over: a running phase 2 stops at its next page, before
+        #: its version is live (its document reads ``failed``; the next start finishes it).
+        self.stopping = threading.Event()
+
+    def _guarded(self, library: str, doc_id: str, progress: Callable[[int, int], None] | None) -> Any:
+        def checked(done: int, total: int) -> None:
+            if progress is not None:
+                progress(done, total)
+            if self.stopping.is_set():
+                raise ServerStoppingError(
+                    f"the server is stopping: the OCR of document '{doc_id}' stopped before its new version went "
+                    "live; its first version stays, and the next start (or 'ragspine ocr --resume') finishes it")
+
+        if self.stopping.is_set():
+            raise ServerStoppingError(f"the server is stopping: the OCR of document '{doc_id}' did not start")
+        return self._run(library, doc_id, checked)
 
     def submit(self, library: str, doc_id: str, progress: Callable[[int, int], None] | None = None,
                done: Callable[[Future[Any]], None] | None = None) -> Future[Any]:
@@ -196,7 +212,7 @@ class OcrQueue:
         with self._lock:
             fut = self._queued.get(key)
             if fut is None or fut.done():
-                fut = self._pool.submit(self._run, library, doc_id, progress)
+                fut = self._pool.submit(self._guarded, library, doc_id, progress)
                 self._queued[key] = fut
                 fut.add_done_callback(lambda f, k=key: self._forget(k, f))
         if done is not None:
@@ -218,6 +234,17 @@ class OcrQueue:
         with self._lock:
             return sum(1 for f in self._queued.values() if not f.done())
 
-    def close(self) -> None:
-        """Drop what is queued, wait for what is running."""
+    def close(self, drain: float | None = None) -> None:
+        """Drop what is queued; wait for what is running: to its end (``drain=None``), or for
+        ``drain`` seconds, after which it stops at its next page (:attr:`stopping`)."""
+        if drain is not None:
+            with self._lock:
+                running = [f for f in self._queued.values() if not f.done()]
+            for f in running:
+                f.cancel()  # the queued ones: they never start
+            _, late = wait(running, timeout=max(0.0, drain))
+            if late:
+                logger.warning("stopping: the OCR of %d documents did not finish within the drain time; it stops "
+                               "at its next page and resumes at the next start", len(late))
+                self.stopping.set()
         self._pool.shutdown(wait=True, cancel_futures=True)

@@ -93,10 +93,13 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
             threading.Thread(target=resume_ocr, name="ragspine-ocr-resume", daemon=True).start()
         async with mcp.running():
             yield
-        # A stop (SIGTERM): running and queued ingests get the drain time, then stop uncommitted.
+        # A stop (SIGTERM): running and queued ingests get the drain time, then stop uncommitted;
+        # the OCR second phases get what is left of it, then stop at their next page (their first
+        # versions stay live, and the next start finishes them).
+        deadline = time.monotonic() + settings.drain_seconds
         await asyncio.to_thread(jobs.shutdown, settings.drain_seconds)
-        if engine is None:
-            eng.close()
+        if engine is None:  # an engine passed in is its owner's to stop (the Ray ingress drains its own)
+            await asyncio.to_thread(eng.close, max(0.0, deadline - time.monotonic()))
 
     app = FastAPI(
         title="ragspine",

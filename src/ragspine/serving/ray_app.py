@@ -201,7 +201,7 @@ class Ingress:
         engine = getattr(self, "engine", None)
         if engine is not None:
             try:
-                engine.close()
+                engine.close(drain=engine.settings.drain_seconds)  # owed OCR: the drain time, then it stops
             except Exception:  # shutting down: log, never raise
                 logger.exception("closing the engine failed")
 
