@@ -18,6 +18,8 @@ from ragspine.engine import Engine
 from ragspine.models.base import EncodedPage
 from ragspine.models.modelset import ModelSet
 
+#: The document of the source library whose OCR is still owed (every page a scan).
+SCANNED = "scanned-memo"
 PAGE_DIM = 16
 DENSE_DIM = 24
 _PROJ = np.random.default_rng(11).standard_normal((3, PAGE_DIM)).astype(np.float32)

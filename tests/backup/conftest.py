@@ -18,11 +18,10 @@ for p in (str(_HERE), str(_HERE.parent)):
 
 import backup_kit as bk  # noqa: E402
 import scans  # noqa: E402
+from backup_kit import SCANNED  # noqa: E402
 
 from ragspine.demo import DEMO_LIBRARY, DemoDocument, build_demo_corpus  # noqa: E402
 from ragspine.engine import Engine  # noqa: E402
-
-SCANNED = "scanned-memo"
 
 
 @pytest.fixture(scope="session")

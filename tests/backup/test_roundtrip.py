@@ -14,7 +14,7 @@ from typing import Any
 
 import backup_kit as bk
 import pytest
-from conftest import SCANNED
+from backup_kit import SCANNED
 
 from ragspine.backup.archive import ArchiveReader
 from ragspine.config import Settings

@@ -20,10 +20,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ragspine.catalog import Libraries
 from ragspine.config import Settings
 from ragspine.errors import InvalidRequestError
-from ragspine.graph._declared import declared_contribution, declared_index, parse_relations
-from ragspine.graph._extract import AliasMatcher, RelationExtractor, metadata_contribution, text_contribution
+from ragspine.graph._backfill import backfill
+from ragspine.graph._declared import (
+    declared_contribution,
+    declared_index,
+    parse_relations,
+)
+from ragspine.graph._extract import (
+    AliasMatcher,
+    RelationExtractor,
+    metadata_contribution,
+    text_contribution,
+)
 from ragspine.graph._model import (
     CITE_METADATA,
     CITE_TEXT,
@@ -46,16 +57,20 @@ from ragspine.graph._model import (
     norm,
     relation_list,
 )
-from ragspine.graph.errors import AmbiguousEntityError, UnknownEntityError
 from ragspine.graph._stored import StoredGraphStore
+from ragspine.graph.errors import AmbiguousEntityError, UnknownEntityError
 from ragspine.graph.store import DIRECTIONS, GraphStore, open_graph_store
-from ragspine.catalog import Libraries
 from ragspine.policy import is_restricted, point_restricted
 from ragspine.scoring.fusion import rrf
 from ragspine.store.base import KIND_CHUNK, Store, Where
 
 if TYPE_CHECKING:
-    from ragspine.retrieval.search import SearchHit, SearchRequest, SearchResponse, Searcher
+    from ragspine.retrieval.search import (
+        Searcher,
+        SearchHit,
+        SearchRequest,
+        SearchResponse,
+    )
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +114,8 @@ class GraphService:
         self.extractor = extractor
         self._matchers: dict[str, tuple[dict[str, str], AliasMatcher]] = {}
         self._guard = threading.Lock()
+        #: One backfill per library at a time in this process (see _ensure_built).
+        self._building: dict[str, threading.Lock] = {}
 
     def close(self) -> None:
         self.graphs.close()
@@ -110,9 +127,12 @@ class GraphService:
         passages: list[dict[str, Any]],
     ) -> None:
         fresh = not self.graphs.exists(library)
+        if fresh and set(self.libraries.active_versions(library)) - {doc_id}:
+            # A library indexed before it had a graph: built by its first read (graph._backfill),
+            # outside the lock this commit holds, not here.
+            return
         with self.graphs.locked(library):
-            if fresh:
-                # First document, or a library indexed before it had a graph: build it all.
+            if fresh:  # the library's first document: its graph is this document's
                 self._sync_documents(library, force_text=True, own={doc_id: passages})
                 return
             before = self._dictionary(library)
@@ -242,20 +262,21 @@ class GraphService:
         return int(c.edges[0].citation.get("version", 0)) if c is not None and c.edges else None
 
     def _ensure_built(self, library: str) -> None:
-        """A library indexed before it had a graph gets one on first use."""
-        if not self.graphs.exists(library) and self.libraries.active_versions(library):
-            self.rebuild(library)
+        """A library indexed before it had a graph gets one on first use (built outside its
+        lock: :mod:`ragspine.graph._backfill`; one build at a time per library here)."""
+        if self.graphs.exists(library) or not self.libraries.active_versions(library):
+            return
+        with self._guard:
+            building = self._building.setdefault(library, threading.Lock())
+        with building:
+            if not self.graphs.exists(library):
+                self.rebuild(library)
 
     def rebuild(self, library: str) -> dict[str, int]:
-        """Derive every document's sources again from the manifest and the stored passages."""
+        """Derive every document's sources again from the manifest and the stored passages: the
+        work outside the library's lock, the writes under it (:mod:`ragspine.graph._backfill`)."""
         self.libraries.open(library)
-        t0 = time.perf_counter()
-        with self.graphs.locked(library):
-            self._sync_documents(library, force_text=True)
-        stats = self.graphs.stats(library)
-        logger.info("graph of library %s rebuilt in %.2fs: %d nodes, %d edges", library,
-                    time.perf_counter() - t0, stats["nodes"], stats["edges"])
-        return stats
+        return backfill(self, library)
 
     # -- declared relations -------------------------------------------------------------------
 
