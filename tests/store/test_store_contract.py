@@ -794,3 +794,19 @@ def test_scroll_points_reads_every_point_with_every_vector_as_stored(store: Stor
             assert np.all(np.abs(g.dense["codes"] - w.dense["codes"]) <= step / 2 + 1e-7)
     only_chunks, _ = store.scroll_points("lib", Where(kind=KIND_CHUNK), limit=100)
     assert sorted(p.id for p in only_chunks) == sorted(k for k, w in wrote.items() if w.payload["kind"] == KIND_CHUNK)
+
+
+def test_search_dense_exact_scans_every_vector(store: Store) -> None:
+    """``exact=True`` ranks by brute-force cosine over every vector (what the dense channel uses
+    for libraries up to RAGSPINE_DENSE_EXACT_MAX_PASSAGES), on both backends."""
+    store.create_collection("lib", CollectionSpec(dense=(DenseField("d", 8),), indexing_threshold_kb=1))
+    rng = np.random.default_rng(9)
+    vecs = rng.standard_normal((300, 8)).astype(np.float32)
+    store.upsert("lib", [PointData(pid(i), {"kind": KIND_CHUNK}, {}, {"d": v}) for i, v in enumerate(vecs)])
+    store.optimize("lib")  # an HNSW graph now exists; exact must not use it
+    q = rng.standard_normal(8).astype(np.float32)
+    cos = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)) @ (q / np.linalg.norm(q))
+    want = [pid(i) for i in np.argsort(-cos, kind="stable")[:20]]
+    got = store.search_dense("lib", "d", q.tolist(), Where(kind=KIND_CHUNK), 20, exact=True)
+    assert [h.id for h in got] == want
+    np.testing.assert_allclose([h.score for h in got], np.sort(cos)[::-1][:20], rtol=1e-5)

@@ -69,7 +69,8 @@ class ChannelRuns:
         t_store = time.perf_counter()
         for lib in req.libraries:
             active = self.libraries.active_versions(lib)
-            lm = library_models(self.libraries.get(lib), self.models)
+            rec = self.libraries.get(lib)
+            lm = library_models(rec, self.models)
             where_chunk = Where(kind=KIND_CHUNK, live=True, predicates=tuple(preds))
             where_page = Where(kind=KIND_PAGE, live=True, predicates=tuple(preds))
 
@@ -122,8 +123,9 @@ class ChannelRuns:
                 ranks.append(page_channel([h for h in hits if current(h)], "bm25_page"))
                 weights.append(s.bm25_page_weight)
             if dense_runs:
+                n_passages = rec.stats[SPARSE_CHUNK].count if SPARSE_CHUNK in rec.stats else 0
                 hits = self.store.search_dense(lib, DENSE_CHUNK, queries["dense"].tolist(), where_chunk, limit,
-                                               fields=RANK_FIELDS)
+                                               fields=RANK_FIELDS, exact=n_passages <= s.dense_exact_max_passages)
                 ranks.append(chunk_channel([h for h in hits if current(h)], "dense"))
                 weights.append(s.dense_weight)
             if plan.visual and "visual" in queries:

@@ -371,8 +371,11 @@ class Store(Protocol):
         limit: int,
         *,
         fields: Fields = None,
+        exact: bool = False,
     ) -> list[Hit]:
-        """Nearest points by cosine similarity of one dense vector (the dense text channel)."""
+        """Nearest points by cosine similarity of one dense vector (the dense text channel):
+        from the HNSW graph, or with ``exact`` by scanning every vector (exact, and the same
+        hits whatever graph an index build made)."""
         ...
     def search_multivector(
         self,

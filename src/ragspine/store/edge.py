@@ -380,6 +380,7 @@ class EdgeStore:
         limit: int,
         *,
         fields: Fields = None,
+        exact: bool = False,
     ) -> list[Hit]:
         fetch = limit + TIE_OVERFETCH
         vec = [float(x) for x in vector]
@@ -390,7 +391,7 @@ class EdgeStore:
             query=qe.Query.Nearest(vec, using=field),
             filter=compile_where(where),
             with_payload=payload_selector(fields),
-            params=RESCORE,
+            params=qe.SearchParams(exact=True) if exact else RESCORE,
         )
         return sort_hits(self._hits(name, req), limit)
 

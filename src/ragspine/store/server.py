@@ -408,6 +408,7 @@ class ServerStore:
         limit: int,
         *,
         fields: Fields = None,
+        exact: bool = False,
     ) -> list[Hit]:
         fetch = limit + TIE_OVERFETCH
         vec = [float(x) for x in vector]
@@ -420,7 +421,7 @@ class ServerStore:
             query_filter=compile_where(where),
             limit=fetch,
             with_payload=payload_selector(fields),
-            search_params=RESCORE,
+            search_params=models.SearchParams(exact=True) if exact else RESCORE,
         )
         return sort_hits(scored_hits(res.points), limit)
 
