@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from ragspine.serving.app import STALE_SPOOL_SECONDS, spool_dir
+from ragspine.serving.spool import STALE_SPOOL_SECONDS, spool_dir
 
 
 def _age(path: Path, seconds: float) -> None:
@@ -55,16 +55,18 @@ def test_an_upload_goes_through_after_its_idle_folder_was_taken_for_dead(tmp_pat
     """Another replica may remove an idle replica's (empty, day-old) folder: the next upload
     makes it again instead of failing."""
     import asyncio
-    import io
+    from collections.abc import AsyncIterator
 
-    from starlette.datastructures import UploadFile
+    from ragspine.errors import EmptyPDFError
+    from ragspine.serving.spool import spool, too_big
 
-    from ragspine.serving.app import _spool
+    async def body() -> AsyncIterator[bytes]:
+        yield b"%PDF-1.7 hello"
 
     root = tmp_path / "uploads"
     mine = spool_dir(root, "pod-idle")
     mine.rmdir()  # taken for a dead replica's by another one
-    path = asyncio.run(_spool(UploadFile(io.BytesIO(b"%PDF-1.7 hello")), mine, 1 << 20))
+    path = asyncio.run(spool(body(), mine, 1 << 20, suffix=".pdf.part", too_large=too_big, empty=EmptyPDFError("")))
     assert path.parent == mine and path.read_bytes() == b"%PDF-1.7 hello"
 
 

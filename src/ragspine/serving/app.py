@@ -9,9 +9,6 @@ stable ``type``; no stack trace ever reaches a client.
 import asyncio
 import json
 import logging
-import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -39,19 +36,19 @@ from ragspine.indexing import parse_metadata
 from ragspine.indexing.pdf import sniff_pdf
 from ragspine.retrieval.explain import heatmap_png
 from ragspine.serving.auth import Auth, Principal
-from ragspine.serving.chain_routes import chain_router
 from ragspine.serving.backup_routes import backup_router
+from ragspine.serving.chain_routes import chain_router
 from ragspine.serving.graph_routes import graph_router
 from ragspine.serving.jobs import Job, JobRecords, JobRunner
 from ragspine.serving.mcp_server import mount_mcp
 from ragspine.serving.metrics import Metrics
 from ragspine.serving.openapi import PROBLEM, problem_openapi, typed
 from ragspine.serving.params import DocId, JobId, Lib, PageNo
+from ragspine.serving.spool import CHUNK, STALE_SPOOL_SECONDS, spool, spool_dir, too_big
 from ragspine.serving.web_routes import mount_web
 
 logger = logging.getLogger(__name__)
 
-_UPLOAD_CHUNK = 1 << 20
 
 
 def problem(status: int, type_: str, title: str, detail: str) -> JSONResponse:
@@ -253,7 +250,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         who.require(lib)
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > settings.max_upload_bytes + 65536:
-            raise OversizeError(_too_big(int(declared), settings.max_upload_bytes))
+            raise OversizeError(too_big(int(declared), settings.max_upload_bytes))
         if metadata and "\ufffd" in metadata:
             raise InvalidRequestError("metadata is not valid UTF-8 (it decodes with U+FFFD replacement characters)")
         try:
@@ -263,9 +260,10 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         meta = parse_metadata(raw_meta)
         # 404 / 409 before the upload is copied. (Starlette has already spooled a multipart
         # body to a temporary file by now; a declared Content-Length above the limit was
-        # refused before that, and _spool stops copying at the limit.)
+        # refused before that, and spool stops copying at the limit.)
         await asyncio.to_thread(eng.library, lib)
-        tmp = await _spool(file, upload_dir, settings.max_upload_bytes)
+        tmp = await spool(_read(file), upload_dir, settings.max_upload_bytes, suffix=".pdf.part", too_large=too_big,
+                          empty=EmptyPDFError("the uploaded file is empty (0 bytes)"))
         try:
             with open(tmp, "rb") as fh:
                 sniff_pdf(fh.read(1024))
@@ -410,63 +408,6 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     return app
 
 
-def _too_big(size: int, limit: int) -> str:
-    return f"the upload is {size} bytes; the limit is {limit} bytes (RAGSPINE_MAX_UPLOAD_BYTES)"
-
-
-#: A spool folder (or a loose ``.pdf.part``) untouched this long belongs to a replica that is
-#: gone: an upload is written in seconds and waits in its replica's queue, never a day.
-STALE_SPOOL_SECONDS = 24 * 3600
-
-
-def spool_dir(root: Path, replica: str, *, stale_after: float = STALE_SPOOL_SECONDS) -> Path:
-    """This replica's own upload folder under ``root`` (the data dir is shared by every
-    replica). Uploads another replica is writing or has queued are never touched: only its
-    own folder's leftovers go (a crash of this process), and other folders (or loose files of
-    older versions) once nothing in them has changed for ``stale_after`` seconds."""
-    root.mkdir(parents=True, exist_ok=True)
-    mine = root / replica
-    now = time.time()
-
-    def newest(path: Path) -> float:
-        try:
-            times = [path.stat().st_mtime]
-            if path.is_dir():
-                times += [f.stat().st_mtime for f in path.iterdir()]
-        except FileNotFoundError:  # being removed or renamed right now: someone else's
-            return now
-        return max(times)
-
-    for entry in root.iterdir():
-        if entry == mine or now - newest(entry) < stale_after:
-            continue
-        if entry.is_dir():
-            shutil.rmtree(entry, ignore_errors=True)
-        elif entry.name.endswith(".part"):
-            entry.unlink(missing_ok=True)
-    mine.mkdir(exist_ok=True)
-    for stale in mine.glob("*.part"):  # this replica's own uploads and backups, left by a crash
-        stale.unlink(missing_ok=True)
-    return mine
-
-
-async def _spool(file: UploadFile, folder: Path, limit: int) -> Path:
-    """Copy the upload to a private temp file, refusing it as soon as it passes ``limit``."""
-    folder.mkdir(parents=True, exist_ok=True)  # another replica may have taken an idle one for dead
-    fd, name = tempfile.mkstemp(dir=folder, suffix=".pdf.part")
-    path = Path(name)
-    size = 0
-    try:
-        with os.fdopen(fd, "wb") as out:
-            while chunk := await file.read(_UPLOAD_CHUNK):
-                size += len(chunk)
-                if size > limit:
-                    raise OversizeError(_too_big(size, limit) + " (stopped reading)")
-                out.write(chunk)
-        if size == 0:
-            raise EmptyPDFError("the uploaded file is empty (0 bytes)")
-        return path
-    except BaseException:
-        path.unlink(missing_ok=True)
-        raise
-
+async def _read(file: UploadFile) -> AsyncIterator[bytes]:
+    while chunk := await file.read(CHUNK):
+        yield chunk

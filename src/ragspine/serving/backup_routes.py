@@ -27,6 +27,7 @@ from ragspine.errors import InvalidRequestError, OversizeError
 from ragspine.serving.auth import ALL, Auth, Principal
 from ragspine.serving.openapi import typed
 from ragspine.serving.params import Lib
+from ragspine.serving.spool import spool, too_big
 
 if TYPE_CHECKING:
     from ragspine.config import Settings
@@ -41,7 +42,7 @@ def _require_all(who: Principal) -> None:
         raise HTTPException(403, "backup and restore need an API key allowed every library ('*')")
 
 
-def backup_router(engine: "Engine", auth: Auth, settings: "Settings", spool: Path) -> APIRouter:
+def backup_router(engine: "Engine", auth: Auth, settings: "Settings", folder: Path) -> APIRouter:
     """``GET /v1/libraries/{lib}/backup``, ``GET /v1/backup`` and ``POST /v1/restore``."""
     router = APIRouter(tags=["backup"])
     Who = Annotated[Principal, Depends(auth)]
@@ -50,8 +51,8 @@ def backup_router(engine: "Engine", auth: Auth, settings: "Settings", spool: Pat
                                            "type": "string", "format": "binary"}}}}}
 
     async def _send(names: list[str], filename: str) -> FileResponse:
-        spool.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=spool, suffix=".rsbak.part")
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".rsbak.part")
         path = Path(tmp)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -105,19 +106,9 @@ def backup_router(engine: "Engine", auth: Auth, settings: "Settings", spool: Pat
         limit = settings.max_restore_bytes
         if declared and declared.isdigit() and int(declared) > limit:
             raise OversizeError(_too_big(int(declared), limit))
-        spool.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=spool, suffix=".rsbak.part")
-        path = Path(tmp)
+        path = await spool(request.stream(), folder, limit, suffix=".rsbak.part", too_large=_too_big,
+                           empty=InvalidRequestError("the request has no body: send the backup file as the body"))
         try:
-            size = 0
-            with os.fdopen(fd, "wb") as out:
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > limit:
-                        raise OversizeError(_too_big(size, limit) + " (stopped reading)")
-                    out.write(chunk)
-            if size == 0:
-                raise InvalidRequestError("the request has no body: send the backup file as the body")
             report = await asyncio.to_thread(engine.restore, path, as_name=as_, bm25_only=bm25_only,
                                              label="the uploaded backup")
         finally:
@@ -128,4 +119,4 @@ def backup_router(engine: "Engine", auth: Auth, settings: "Settings", spool: Pat
 
 
 def _too_big(size: int, limit: int) -> str:
-    return f"the backup is {size} bytes; the limit is {limit} bytes (RAGSPINE_MAX_RESTORE_BYTES)"
+    return too_big(size, limit, "RAGSPINE_MAX_RESTORE_BYTES", "the backup")
