@@ -35,7 +35,9 @@ a bulk load: builds the quantized copies and HNSW graphs) and closed, then a fre
 - **RAM**: the probe process's RSS (VmRSS, and its RssAnon / RssFile split) after opening
   the store and running the queries below, against its RSS before opening it (numpy and
   ragspine already imported); per page, and marginal (growth between two sizes / pages added:
-  what a page costs without the fixed buffers);
+  what a page costs without the fixed buffers). Qdrant Edge maps some storage files twice, and
+  RSS counts those pages twice: PSS (``smaps_rollup``) counts them once, and is the figure to
+  plan with;
 - **time**, one query at a time after 5 warm-up queries: the visual query the way
   ``retrieval/channels.py`` runs it (``search_multivector`` with the MUVERA first stage,
   100 candidates, the copy's oversampling, exact MaxSim of 20 query tokens on the
@@ -50,6 +52,9 @@ store was given (the information content as the models hand it over); ratios are
 raw bytes. Also printed, as **arithmetic** from the datatypes: the nominal bytes a page of
 the layout's vectors (int8 codes + scales, float16, the quantized copy; HNSW links not
 counted), and store / nominal.
+
+``--keep`` leaves the libraries under ``--root``; ``--probe-existing --root DIR`` measures
+them again (disk, RAM, queries) without writing, e.g. with another ``--blas-threads``.
 
 Sizes over ``--max-disk-gb`` for one layout (estimated from the bytes a page measured at the
 previous size) or past ``--max-minutes`` for the whole run (estimated from the write rate)
@@ -149,12 +154,23 @@ def nominal_bytes(fields: tuple[Any, ...], tokens: int) -> tuple[float, float]:
 
 
 def memory_kb() -> dict[str, int]:
+    """VmRSS / RssAnon / RssFile (status) and Pss / Pss_Anon / Pss_File (smaps_rollup), KB.
+
+    Qdrant Edge maps some storage files twice (a 351 MB vector file showed 703 MB of RSS):
+    RSS counts such pages twice, PSS (a page's share: 1 / its number of mappings) once."""
     out: dict[str, int] = {}
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
-                out[key] = int(rest.split()[0])
+    for path, keys in (("/proc/self/status", ("VmRSS", "RssAnon", "RssFile")),
+                       ("/proc/self/smaps_rollup", ("Pss", "Pss_Anon", "Pss_File"))):
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    key, _, rest = line.partition(":")
+                    if key in keys:
+                        out[key] = int(rest.split()[0])
+        except OSError:
+            pass
+    for k in ("Pss", "Pss_Anon", "Pss_File"):
+        out.setdefault(k, 0)
     return out
 
 
@@ -318,6 +334,7 @@ def probe(data_dir: str, lib: str, layout_name: str, queries: int, seed: int) ->
     store.close()
     out.update(rss_open_kb=m1["VmRSS"] - m0["VmRSS"], rss_kb=m2["VmRSS"] - m0["VmRSS"],
                anon_kb=m2["RssAnon"] - m0["RssAnon"], file_kb=m2["RssFile"] - m0["RssFile"],
+               pss_kb=m2["Pss"] - m0["Pss"], pss_file_kb=m2["Pss_File"] - m0["Pss_File"],
                rss_before_kb=m0["VmRSS"])
     return out
 
@@ -344,8 +361,11 @@ def run_layout(layout: Layout, sizes: list[int], root: Path, args: argparse.Name
     print("   fields: " + "; ".join(f"{f.name} size {f.size} multivector={f.multivector} datatype={f.datatype} "
                                    f"quantization={f.quantization} hnsw={f.hnsw}" for f in fields), file=sys.stderr)
     data = root / layout.name
-    shutil.rmtree(data, ignore_errors=True)
     lib = "capv"
+    rows: list[dict[str, Any]] = []
+    if args.probe_existing:
+        return probe_existing(layout, data, lib, root, args, nom_disk, nom_ram)
+    shutil.rmtree(data, ignore_errors=True)
     store = EdgeStore(data, exact_device="numpy")
     store.create_collection(lib, CollectionSpec(dense=fields))
     store.flush(lib)
@@ -353,7 +373,6 @@ def run_layout(layout: Layout, sizes: list[int], root: Path, args: argparse.Name
     libdir = data / "libraries" / lib
     empty_alloc, empty_apparent = disk_usage(libdir)
     empty = run_probe(data, lib, layout, max(5, args.queries // 4), args.seed)  # the fixed cost of a library
-    rows: list[dict[str, Any]] = []
     pages = raw = 0
     rate = None  # pages/s of the previous step, writes + optimize
     per_page_disk = nom_disk * 1.3
@@ -391,11 +410,59 @@ def run_layout(layout: Layout, sizes: list[int], root: Path, args: argparse.Name
         row = {"layout": layout.name, "pages": pages, "raw": raw, "alloc": alloc, "apparent": apparent,
                "empty_alloc": empty_alloc, "empty_apparent": empty_apparent, "write_pages_s": add / write_s,
                "optimize_s": opt_s, "nominal_disk": nom_disk, "nominal_ram": nom_ram, "load": load,
-               "rss0_kb": empty["rss_kb"], "anon0_kb": empty["anon_kb"], "file0_kb": empty["file_kb"], **p}
+               "rss0_kb": empty["rss_kb"], "anon0_kb": empty["anon_kb"], "file0_kb": empty["file_kb"],
+               "pss0_kb": empty["pss_kb"], **p}
         rows.append(row)
         print(f"  {layout.name} {pages} pages: {json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})}",
               file=sys.stderr, flush=True)
     return rows
+
+
+def raw_bytes_per_page(layout: Layout) -> int:
+    """The float32 bytes ``write_pages`` gives the store for one page of ``layout``."""
+    from ragspine.scoring.muvera import MuveraParams
+
+    if layout.kind == "page":
+        return (layout.tokens * DIM + MuveraParams(dim=DIM).size) * 4
+    return PASSAGES_PER_PAGE * DENSE_DIM * 4
+
+
+def probe_existing(layout: Layout, data: Path, lib: str, root: Path, args: argparse.Namespace,
+                   nom_disk: float, nom_ram: float) -> list[dict[str, Any]]:
+    """``--probe-existing``: measure a library an earlier ``--keep`` run left under ``root``
+    (disk, RAM, queries) without writing to it; its empty twin is made beside it and removed."""
+    from ragspine.store.base import CollectionSpec, Where
+    from ragspine.store.edge import EdgeStore
+
+    libdir = data / "libraries" / lib
+    if not libdir.exists():
+        print(f"SKIP {layout.name}: no kept library at {libdir}")
+        return []
+    store = EdgeStore(data, exact_device="numpy")
+    pages = store.count(lib, Where())
+    store.close()
+    if layout.kind == "dense":
+        pages //= PASSAGES_PER_PAGE
+    twin = root / f"{layout.name}-empty"
+    shutil.rmtree(twin, ignore_errors=True)
+    store = EdgeStore(twin, exact_device="numpy")
+    store.create_collection(lib, CollectionSpec(dense=layout_fields(layout)))
+    store.flush(lib)
+    store.close()
+    empty_alloc, empty_apparent = disk_usage(twin / "libraries" / lib)
+    empty = run_probe(twin, lib, layout, max(5, args.queries // 4), args.seed)
+    shutil.rmtree(twin, ignore_errors=True)
+    alloc, apparent = disk_usage(libdir)
+    load = os.getloadavg()[0]
+    p = run_probe(data, lib, layout, args.queries, args.seed)
+    row = {"layout": layout.name, "pages": pages, "raw": pages * raw_bytes_per_page(layout), "alloc": alloc,
+           "apparent": apparent, "empty_alloc": empty_alloc, "empty_apparent": empty_apparent,
+           "write_pages_s": float("nan"), "optimize_s": float("nan"), "nominal_disk": nom_disk,
+           "nominal_ram": nom_ram, "load": max(load, os.getloadavg()[0]), "rss0_kb": empty["rss_kb"],
+           "anon0_kb": empty["anon_kb"], "file0_kb": empty["file_kb"], "pss0_kb": empty["pss_kb"], **p}
+    print(f"  {layout.name} {pages} pages (kept): {json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()})}",
+          file=sys.stderr, flush=True)
+    return [row]
 
 
 def print_tables(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
@@ -418,9 +485,11 @@ def print_tables(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
           "anonymous and file-backed (mapped files: page cache the kernel may drop); empty = the same for the "
           "empty library (its fixed cost); KB/page = (growth - empty) / pages; marginal = growth between two "
           "sizes / pages added; nominal = the quantized copy, **arithmetic**)")
+    print("PSS counts a page of a file mapped twice once (RSS counts it twice); PSS KB/page = (PSS growth - "
+          "the empty library's) / pages: the RAM a page holds")
     print(f"{'layout':>14} {'pages':>6} {'RSS +MB':>8} {'open +MB':>8} {'anon +MB':>8} {'file +MB':>8} "
           f"{'empty +MB (anon)':>16} {'KB/page':>8} {'anon KB/page':>12} {'marginal KB/page':>16} "
-          f"{'nominal KB/page':>15} {'load':>5}")
+          f"{'PSS +MB':>8} {'PSS KB/page':>11} {'nominal KB/page':>15} {'load':>5}")
     prev: dict[str, dict[str, Any]] = {}
     for r in rows:
         n = r["pages"]
@@ -430,7 +499,8 @@ def print_tables(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
               f"{r['anon_kb'] / 1024:8.1f} {r['file_kb'] / 1024:8.1f} "
               f"{r['rss0_kb'] / 1024:9.1f} ({r['anon0_kb'] / 1024:4.1f}) "
               f"{(r['rss_kb'] - r['rss0_kb']) * 1.024 / n:8.2f} {(r['anon_kb'] - r['anon0_kb']) * 1.024 / n:12.2f} "
-              f"{marg} {r['nominal_ram'] / 1e3:15.2f} {r['load']:5.2f}")
+              f"{marg} {r['pss_kb'] / 1024:8.1f} {(r['pss_kb'] - r['pss0_kb']) * 1.024 / n:11.2f} "
+              f"{r['nominal_ram'] / 1e3:15.2f} {r['load']:5.2f}")
         prev[r["layout"]] = r
     vis = [r for r in rows if "visual_p50" in r]
     if vis:
@@ -468,6 +538,8 @@ def main() -> None:
                     help="skip sizes that would take the run past this many minutes (default 45)")
     ap.add_argument("--root", default=None, help="where the libraries are written (default: a new temp folder)")
     ap.add_argument("--keep", action="store_true", help="keep the libraries after the run")
+    ap.add_argument("--probe-existing", action="store_true",
+                    help="write nothing: measure the libraries a --keep run left under --root again")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--blas-threads", type=int, default=0,
                     help="threads numpy's BLAS may use in the probe (OPENBLAS/OMP/MKL_NUM_THREADS; "
@@ -478,6 +550,8 @@ def main() -> None:
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(args.blas_threads)  # the spawned probe reads them at numpy's import
 
+    if args.probe_existing and not args.root:
+        ap.error("--probe-existing needs the --root of a --keep run")
     root = Path(args.root or tempfile.mkdtemp(prefix="ragspine-capv-"))
     root.mkdir(parents=True, exist_ok=True)
     print(f"libraries under {root}; uptime load {os.getloadavg()}; BLAS threads in the probe: "
@@ -487,13 +561,13 @@ def main() -> None:
     try:
         for name in args.layouts:
             rows += run_layout(LAYOUTS[name], sorted(args.sizes), root, args, t_start)
-            if not args.keep:
+            if not (args.keep or args.probe_existing):
                 shutil.rmtree(root / name, ignore_errors=True)
     finally:
         if rows:
             print_tables(rows, args)
         print(f"\nwall time {(time.perf_counter() - t_start) / 60:.1f} min")
-        if not args.keep and not args.root:
+        if not (args.keep or args.probe_existing or args.root):
             shutil.rmtree(root, ignore_errors=True)
 
 
