@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ragspine.catalog import Libraries
@@ -36,24 +34,16 @@ from ragspine.graph._extract import (
     text_contribution,
 )
 from ragspine.graph._model import (
-    CITE_METADATA,
-    CITE_TEXT,
     DECLARED,
-    DEFAULT_EXPAND_RELATIONS,
     DEFAULT_MAX_HOPS,
-    DOC_NODE_PREFIX,
-    DOCUMENT,
     ENTITY_TYPES,
     MAX_PATH_HOPS,
     META_PREFIX,
     TEXT_MATCHED_TYPES,
     TEXT_PREFIX,
     Contribution,
-    Edge,
-    Neighbor,
     Node,
     check_depth,
-    doc_node,
     norm,
     relation_list,
 )
@@ -61,13 +51,11 @@ from ragspine.graph._stored import StoredGraphStore
 from ragspine.graph.errors import AmbiguousEntityError, UnknownEntityError
 from ragspine.graph.store import DIRECTIONS, GraphStore, open_graph_store
 from ragspine.policy import is_restricted, point_restricted
-from ragspine.scoring.fusion import rrf
 from ragspine.store.base import KIND_CHUNK, Store, Where
 
 if TYPE_CHECKING:
     from ragspine.retrieval.search import (
         Searcher,
-        SearchHit,
         SearchRequest,
         SearchResponse,
     )
@@ -79,15 +67,8 @@ MAX_CITATIONS_SHOWN = 10
 #: Neighbours listed when the caller sets no limit, and the most a caller may ask for.
 DEFAULT_NEIGHBORS = 100
 MAX_NEIGHBORS = 1000
-#: Entities a search expansion searches at most (nearest first).
-MAX_EXPANDED_ENTITIES = 50
-#: Hits fetched per expanded entity: at least this many, or ``EXPAND_CANDIDATE_FACTOR * top_k``
-#: (pages of documents that only mention the entity are kept if their page mentions it).
-MIN_EXPAND_CANDIDATES = 100
-EXPAND_CANDIDATE_FACTOR = 4
 UPLOAD_MODES: tuple[str, ...] = ("replace", "merge")
 
-Link = tuple[list[Mapping[str, Any]], dict[int, list[Mapping[str, Any]]]]  # metadata cites, page → text cites
 
 
 class GraphService:
@@ -407,117 +388,10 @@ class GraphService:
     # -- search expansion ---------------------------------------------------------------------
 
     def search(self, req: "SearchRequest", searcher: "Searcher") -> "SearchResponse":
-        """Run ``req`` over the entities its ``expand`` reaches: one filtered retrieval per
-        entity (documents whose metadata names it, and pages that mention it), the per-entity
-        rankings fused by RRF (k = ``RAGSPINE_RRF_K``, equal weights; a page reached through
-        several entities collects a share from each), ``scores["fused"]`` being that fused score.
-        Every hit carries the paths that brought it in (``via``), each edge with its citations."""
-        from ragspine.retrieval.search import SearchResponse
+        """Run ``req`` over the entities its ``expand`` reaches (:mod:`ragspine.graph._expand`)."""
+        from ragspine.graph._expand import expanded_search
 
-        t0 = time.perf_counter()
-        spec = req.expand
-        assert spec is not None
-        relations = relation_list(spec.relation) or DEFAULT_EXPAND_RELATIONS
-        check_depth(spec.depth)
-        _check_direction(spec.direction)
-        base = req.model_copy(update={"expand": None, "allow_unfiltered_fallback": False})
-        searcher.validate(base)
-        reached: list[tuple[str, Node, list[Neighbor]]] = []
-        for lib in req.libraries:
-            self._ensure_built(lib)
-            try:
-                origin = self.resolve(lib, spec.entity)
-            except UnknownEntityError:
-                continue
-            found, _ = self.graphs.neighbors(
-                lib, origin.id, relations=relations, depth=spec.depth, direction=spec.direction,  # type: ignore[arg-type]
-                limit=MAX_EXPANDED_ENTITIES, skip_types=(DOCUMENT,),
-            )
-            items = ([Neighbor(origin, 0, ())] if spec.include_origin else []) + found
-            reached.append((lib, origin, items))
-        if not reached:
-            libs = ", ".join(f"'{lib}'" for lib in req.libraries)
-            raise UnknownEntityError(
-                f"no entity {spec.entity!r} in the graph of {libs}; find one with "
-                "GET /v1/libraries/{lib}/graph/entities?q=..."
-            )
-        hits, degraded, mode = self._expanded(base, searcher, reached)
-        relaxed = False
-        if not hits and req.filters and req.allow_unfiltered_fallback:
-            hits, degraded, mode = self._expanded(base.model_copy(update={"filters": []}), searcher, reached)
-            relaxed = True
-            degraded.append("filters_relaxed: no hit matched the filters; showing results without them "
-                            "(the graph's entity filter still applies)")
-        expansion = {
-            "entity": spec.entity, "relations": list(relations), "depth": spec.depth,
-            "direction": spec.direction, "include_origin": spec.include_origin,
-            "libraries": [
-                {"library_id": lib, "origin": _brief(origin),
-                 "entities": [{**_brief(n.node), "depth": n.depth} for n in items]}
-                for lib, origin, items in reached
-            ],
-        }
-        return SearchResponse(
-            hits=hits, mode=mode, degraded=bool(degraded), degraded_reasons=degraded, filters_relaxed=relaxed,
-            timings_ms={"total": round((time.perf_counter() - t0) * 1000, 3)}, expansion=expansion,
-        )
-
-    def _expanded(
-        self, base: "SearchRequest", searcher: "Searcher", reached: list[tuple[str, Node, list[Neighbor]]]
-    ) -> tuple[list["SearchHit"], list[str], str]:
-        sub_k = min(self.settings.max_top_k, max(EXPAND_CANDIDATE_FACTOR * base.top_k, MIN_EXPAND_CANDIDATES))
-        rankings: list[list[tuple[str, str, int]]] = []
-        first: dict[tuple[str, str, int], SearchHit] = {}
-        vias: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
-        degraded: list[str] = []
-        # The mode the searcher reports when no retrieval runs (no entity has documents).
-        mode = "bm25" if base.mode in ("bm25", "lexical") else "economy"
-        for lib, origin, items in reached:
-            for nb in items:
-                links = self._doc_links(lib, nb.node.id)
-                if not links:
-                    continue
-                sub = base.model_copy(update={
-                    "libraries": [lib], "top_k": sub_k,
-                    "filters": [*base.filters, {"field": "doc_id", "op": "in", "value": sorted(links)}],
-                })
-                res = searcher.search(sub)
-                mode = res.mode
-                degraded.extend(r for r in res.degraded_reasons if r not in degraded)
-                ranking = []
-                for h in res.hits:
-                    meta_cites, pages = links[h.doc_id]
-                    cites = meta_cites or pages.get(h.page)
-                    if not cites:
-                        continue  # a page of a document that mentions the entity elsewhere
-                    key = (lib, h.doc_id, h.page)
-                    ranking.append(key)
-                    first.setdefault(key, h)
-                    link = Edge(doc_node(h.doc_id), "mentions", nb.node.id, tuple(cites))
-                    vias.setdefault(key, []).append({
-                        "library_id": lib, "from": _brief(origin), "entity": _brief(nb.node), "depth": nb.depth,
-                        "path": [e.to_json(MAX_CITATIONS_SHOWN) for e in (*nb.path, link)],
-                    })
-                rankings.append(ranking)
-        fused = rrf(rankings, k=self.settings.rrf_k)
-        hits = [replace(first[key], scores={**first[key].scores, "fused": score}, via=vias[key])
-                for key, score in fused[: base.top_k]]
-        return hits, degraded, mode
-
-    def _doc_links(self, library: str, entity_id: str) -> dict[str, Link]:
-        """Documents tied to an entity: by metadata (every page) or by text (the pages that
-        mention it), with the citations of each tie."""
-        out: dict[str, Link] = {}
-        for e in self.graphs.edges(library, entity_id, relations=("mentions",), direction="in"):
-            if not e.source.startswith(DOC_NODE_PREFIX) or e.target != entity_id:
-                continue
-            meta = [c for c in e.citations if c.get("kind") == CITE_METADATA]
-            pages: dict[int, list[Mapping[str, Any]]] = {}
-            for c in e.citations:
-                if c.get("kind") == CITE_TEXT:
-                    pages.setdefault(int(c["page"]), []).append(c)
-            out[e.source[len(DOC_NODE_PREFIX):]] = (meta, pages)
-        return out
+        return expanded_search(self, req, searcher)
 
 
 def _stored(c: Contribution) -> Contribution | None:
