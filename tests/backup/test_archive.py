@@ -815,3 +815,20 @@ def test_decode_refuses_vector_maps_that_are_not_objects(key: str) -> None:
     rows[0][key] = [0, 1]
     with pytest.raises(BackupFileError):
         decode(NAME, rows, data)
+
+
+@pytest.mark.parametrize("drop", [".pdf", ".json"])
+def test_an_owed_pdf_without_its_description_or_the_reverse_is_refused(body: list[tuple[str, bytes]], target: Engine,
+                                                                      target_dir: Path, tmp_path: Path,
+                                                                      drop: str) -> None:
+    pending = [n for n, _ in body if "/pending/" in n]
+    assert len(pending) == 2  # the PDF whose OCR is owed and its sidecar
+    members = [(n, d) for n, d in body if not (n in pending and n.endswith(drop))]
+    refused(target, target_dir, rebuild(tmp_path / f"pending{drop}.rsbak", members), "lacks its PDF or its description")
+
+
+def test_an_owed_pdf_whose_description_is_not_an_object_is_refused(body: list[tuple[str, bytes]], target: Engine,
+                                                                   target_dir: Path, tmp_path: Path) -> None:
+    side = next(n for n, _ in body if "/pending/" in n and n.endswith(".json"))
+    path = rebuild(tmp_path / "side.rsbak", replaced(body, side, b"[1, 2]"))
+    refused(target, target_dir, path, "does not describe its PDF")

@@ -111,3 +111,33 @@ def test_documents_committed_during_the_build_are_caught_up(cluster: Engine, mon
     assert any("late-memo" in d for d in docs) == (change == "ingest")
     assert any("acme-energy-bulletin-2023" in d for d in docs) == (change == "ingest")
     assert built == _full_build_under_the_lease(cluster)
+
+
+def test_readers_arriving_together_build_the_graph_once(cluster: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two reads of a library without a graph at the same moment: one builds it, the other waits
+    for it and reads the built graph (GraphService._ensure_built's per-library lock)."""
+    import ragspine.graph._service as service_mod
+
+    _forget_graph(cluster)
+    builds: list[str] = []
+    gate = threading.Event()
+    real = service_mod.backfill
+
+    def counted(service: Any, library: str) -> Any:
+        builds.append(library)
+        gate.wait(10)  # the second reader arrives while this build runs
+        return real(service, library)
+
+    monkeypatch.setattr(service_mod, "backfill", counted)
+    results: list[int] = []
+    readers = [threading.Thread(target=lambda: results.append(len(cluster.graph.entities(DEMO_LIBRARY, ""))))
+               for _ in range(2)]
+    for t in readers:
+        t.start()
+    while not builds:
+        threading.Event().wait(0.01)
+    threading.Event().wait(0.2)
+    gate.set()
+    for t in readers:
+        t.join(60)
+    assert builds == [DEMO_LIBRARY] and len(results) == 2 and results[0] == results[1] > 0
