@@ -31,11 +31,13 @@ class TreeMemory:
         self._root = psutil.Process(pid)
         self.every, self.pss = every, pss
         self.peak = self.peak_pss = 0
+        #: Peak PSS of the root process alone and of its descendants together (where the memory is).
+        self.peak_root_pss = self.peak_children_pss = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> tuple[int, int]:
-        rss = pss = 0
+        rss = pss = root_pss = 0
         try:
             procs = [self._root, *self._root.children(recursive=True)]
         except Exception:  # the root has exited
@@ -45,10 +47,14 @@ class TreeMemory:
                 if self.pss:
                     info = p.memory_full_info()
                     rss, pss = rss + info.rss, pss + info.pss
+                    if p is self._root:
+                        root_pss = info.pss
                 else:
                     rss += p.memory_info().rss
             except Exception:  # gone meanwhile, or not ours to read
                 pass
+        self.peak_root_pss = max(self.peak_root_pss, root_pss)
+        self.peak_children_pss = max(self.peak_children_pss, pss - root_pss)
         return rss, pss
 
     def _run(self) -> None:
@@ -86,7 +92,9 @@ def main() -> int:
     cpu = kids.ru_utime + kids.ru_stime
     print(json.dumps({"exit": code, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1),
                       "cpu_pct": round(100 * cpu / wall), "peak_tree_rss_mb": round(mem.peak / 2**20),
-                      "peak_tree_pss_mb": round(mem.peak_pss / 2**20), "load_avg_start": round(load0, 2),
+                      "peak_tree_pss_mb": round(mem.peak_pss / 2**20),
+                      "peak_root_pss_mb": round(mem.peak_root_pss / 2**20),
+                      "peak_children_pss_mb": round(mem.peak_children_pss / 2**20), "load_avg_start": round(load0, 2),
                       "load_avg_end": round(os.getloadavg()[0], 2)}), file=sys.stderr)
     return code
 

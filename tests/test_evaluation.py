@@ -434,3 +434,58 @@ def test_tree_cpu_counts_a_live_child_that_the_standard_library_does_not() -> No
         assert child.stdin is not None
         child.stdin.close()
         child.wait(10)
+
+
+def test_first_phases_run_side_by_side_and_are_counted_in_file_order(tmp_path: Path) -> None:
+    """Two first phases at once: the first file's waits (for its stamps, here for an event) until
+    the second file's has started, which one at a time could never happen; the counts come out
+    in file order whatever finished first."""
+    import threading
+    from types import SimpleNamespace
+
+    from ragspine.evaluation.corpus import _ingest_pdfs
+    from ragspine.evaluation.datasets import Dataset
+
+    docs = tmp_path / "documents"
+    docs.mkdir()
+    for name in ("a.pdf", "b.pdf"):
+        (docs / name).write_bytes(b"%PDF-")
+    second_started = threading.Event()
+    calls: list[str] = []
+
+    class Eng:
+        settings = SimpleNamespace(ocr="auto")
+
+        def ingest(self, library: str, path: Path, meta: dict[str, Any], defer_ocr: bool) -> Any:
+            calls.append(meta["doc_id"])
+            if meta["doc_id"] == "a":
+                assert second_started.wait(10), "the second document's first phase never started"
+            else:
+                second_started.set()
+            pending = meta["doc_id"] == "a"
+            return SimpleNamespace(pages_total=3 if pending else 2, pages_indexed=2, pages_ocr=0,
+                                   ocr="pending" if pending else "none", ocr_pages_read=1, ocr_seconds=0.5)
+
+        def finish_ocr_later(self, library: str, doc_id: str) -> Any:
+            from concurrent.futures import Future
+
+            fut: Future[Any] = Future()
+            fut.set_result(SimpleNamespace(pages_indexed=3, pages_ocr=1))
+            return fut
+
+    ds = Dataset(name="t", layout="pdf", root=tmp_path, split="dev", queries={}, qrels={})
+    names, counts = _ingest_pdfs(Eng(), "lib", ds, progress=False)
+    assert sorted(calls) == ["a", "b"]
+    assert names == {"a": "a.pdf", "b": "b.pdf"}
+    # a: 3 pages, its first phase read 1 stamp page (0.5 s), all 3 indexed after its OCR (1 by
+    # OCR); b: 2 pages, no OCR owed.
+    assert (counts["pages"], counts["pages_indexed"], counts["pages_ocr"]) == (5, 5, 1)
+    assert (counts["first_phase_pages"], counts["first_phase_stamp_pages"]) == (4, 1)
+    assert counts["first_phase_stamp_s"] == 0.5 and counts["documents_ocr_deferred"] == 1
+
+
+@pytest.mark.parametrize(("ocr", "files", "jobs"), [("off", 9, 1), ("auto", 1, 1), ("auto", 2, 2), ("full", 9, 2)])
+def test_first_phase_jobs_by_context(ocr: str, files: int, jobs: int) -> None:
+    from ragspine.indexing.ocr import first_phase_jobs
+
+    assert first_phase_jobs(ocr, files) == jobs

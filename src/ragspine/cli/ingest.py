@@ -12,11 +12,13 @@ from typing import Any
 
 from ragspine.cli.common import EXIT_FAILED, _fail, _parse_meta, _settings
 
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ragspine.engine import Engine
     from ragspine.errors import LibraryNotFoundError, RagspineError
+    from ragspine.indexing.ocr import first_phase_jobs
 
     meta = _parse_meta(args.meta)
     if args.sensitivity is not None:
@@ -37,6 +39,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if getattr(args, "engine", "local") == "ray":
         return _ingest_ray(_settings(args), args, paths, meta)
     engine = Engine(_settings(args))
+    jobs = args.jobs if args.jobs is not None else first_phase_jobs(engine.settings.ocr, len(paths))
     failed = added = 0
     owed: list[tuple[Path, Any, Any]] = []  # (file, first-phase result, future of its OCR)
     ocr_bar = _OcrBar(tqdm, disable=args.quiet)
@@ -95,7 +98,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 print(f"{path}: dropped by policy ({r.pages_total or 'all'} pages not indexed)")
             return 0
 
-        if args.jobs == 1:
+        if jobs == 1:
             outcomes = ((path, one(path, tqdm(total=0, desc=path.name[:40], unit="page", leave=False,
                                                disable=args.quiet))) for path in paths)
         else:
@@ -103,7 +106,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             # one bar over the files instead of one per file.
             from concurrent.futures import ThreadPoolExecutor, as_completed
 
-            pool = ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="ragspine-ingest")
+            pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="ragspine-ingest")
             futures = {pool.submit(one, path, None): path for path in paths}
             files_bar = tqdm(total=len(paths), desc="files", unit="file", leave=False, disable=args.quiet)
 

@@ -331,8 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="document metadata, repeatable (values parsed as JSON when they can be)")
     s.add_argument("--sensitivity", metavar="LEVEL", help="document sensitivity (RESTRICTED is not indexed)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    s.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
-                   help="documents ingested at once (default 1; the library is locked only around each commit)")
+    s.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+                   help="documents ingested at once (default: 2 with OCR on and several files, else 1; the "
+                   "library is locked only around each commit)")
     s.add_argument("--optimize", action=argparse.BooleanOptionalAction, default=True,
                    help="build the library's search indexes at the end when this run wrote at least a tenth "
                    "of its pages (default: on)")

@@ -22,13 +22,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-
 from ragspine.config import Settings
 from ragspine.errors import DocumentError, RagspineError
+from ragspine.indexing.ocr import first_phase_jobs
 
 logger = logging.getLogger(__name__)
 from ragspine.evaluation.datasets import Dataset, _jsonl
@@ -127,41 +128,57 @@ def _ingest_beir(
     return to_corpus, {"documents": len(docs), "documents_empty": empty, "documents_dropped": dropped}
 
 
-def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool) -> tuple[dict[str, str], dict[str, Any]]:
+def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool,
+                 jobs: int | None = None) -> tuple[dict[str, str], dict[str, Any]]:
     """Ingest every PDF in two phases, as a user's upload is (ragspine.indexing.ocr_phase): the
     pages that need no content OCR first, the OCR of the rest in the background while the next
-    files are read. Returns ``doc_id → pdf file name`` and counts, with the time until every
-    first phase was live (``first_phase_s``) and until every OCR was done (``ingest_s``)."""
+    files are read. ``jobs`` first phases run at once (default:
+    :func:`~ragspine.indexing.ocr_phase.first_phase_jobs`, as ``ragspine ingest``). Returns
+    ``doc_id → pdf file name`` and counts, with the time until every first phase was live
+    (``first_phase_s``) and until every OCR was done (``ingest_s``)."""
     t0, cpu0 = time.perf_counter(), tree_cpu_seconds()
     files = sorted((ds.root / "documents").glob("*.pdf"))
+    if jobs is None:
+        jobs = first_phase_jobs(engine.settings.ocr, len(files))
     to_file: dict[str, str] = {}
     pages = indexed = ocr_pages = stamp_pages = 0
     stamp_s = 0.0
     failed: list[str] = []
     owed: list[tuple[str, Any, Any]] = []  # (file name, first-phase result, future of its OCR)
     bar = _bar(len(files), "ingest", progress)
+    ids: list[str] = []
     taken: set[str] = set()
     for f in files:
-        doc_id = _safe_doc_id(f.stem, taken)
-        taken.add(doc_id)
-        try:
-            res = engine.ingest(library, f, {"doc_id": doc_id}, defer_ocr=True)
-        except DocumentError as exc:
-            logger.warning("%s was not indexed: %s", f.name, exc.detail)
-            failed.append(f.name)
-        else:
-            to_file[doc_id] = f.name
-            pages += res.pages_total
-            stamp_pages += res.ocr_pages_read if res.ocr == "pending" else 0
-            stamp_s += res.ocr_seconds if res.ocr == "pending" else 0.0
-            if res.ocr in ("pending", "failed"):
-                owed.append((f.name, res, engine.finish_ocr_later(library, doc_id)))
+        ids.append(_safe_doc_id(f.stem, taken))
+        taken.add(ids[-1])
+
+    def first_phase(f: Path, doc_id: str) -> tuple[Any, Any]:
+        """One document's first phase, and its second queued at once (not when its turn in
+        file order comes: the OCR workers start on it while the next files are read)."""
+        res = engine.ingest(library, f, {"doc_id": doc_id}, defer_ocr=True)
+        return res, engine.finish_ocr_later(library, doc_id) if res.ocr in ("pending", "failed") else None
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="ragspine-eval-ingest") as pool:
+        futures = [pool.submit(first_phase, f, doc_id) for f, doc_id in zip(files, ids)]
+        for f, doc_id, fut in zip(files, ids, futures):  # in file order: the same counts whatever finishes first
+            try:
+                res, later = fut.result()
+            except DocumentError as exc:
+                logger.warning("%s was not indexed: %s", f.name, exc.detail)
+                failed.append(f.name)
             else:
-                indexed += res.pages_indexed
-                ocr_pages += res.pages_ocr
-        if bar is not None:
-            bar.set_postfix(pages=pages, ocr_owed=len(owed), refresh=False)
-            bar.update()
+                to_file[doc_id] = f.name
+                pages += res.pages_total
+                stamp_pages += res.ocr_pages_read if res.ocr == "pending" else 0
+                stamp_s += res.ocr_seconds if res.ocr == "pending" else 0.0
+                if later is not None:
+                    owed.append((f.name, res, later))
+                else:
+                    indexed += res.pages_indexed
+                    ocr_pages += res.pages_ocr
+            if bar is not None:
+                bar.set_postfix(pages=pages, ocr_owed=len(owed), refresh=False)
+                bar.update()
     if bar is not None:
         bar.close()
     first_phase_s = time.perf_counter() - t0
