@@ -120,6 +120,14 @@ class LeaseLostError(ConflictError):
     title = "The write lost its library lease"
 
 
+class OcrClaimLostError(ConflictError):
+    """This replica's claim on a document's OCR ran out (or was taken over by another replica)
+    while it read the pages: it stops, and the claim's new holder finishes the OCR."""
+
+    type = "ocr-claim-lost"
+    title = "The OCR lost its claim"
+
+
 class ModelMismatchError(ConflictError):
     """A library was indexed with another model than the one configured now (docs/invariants.md, 5)."""
 

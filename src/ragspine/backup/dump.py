@@ -17,6 +17,7 @@ from ragspine.backup.points import (
     vector_bytes,
 )
 from ragspine.catalog import fields_from_record
+from ragspine.catalog.claims import KIND_OCR_CLAIM
 from ragspine.catalog.leases import KIND_LEASE
 from ragspine.catalog.libraries import KIND_CLOCK
 from ragspine.indexing.ocr_phase import OPEN_STATES
@@ -32,10 +33,11 @@ from ragspine.store.base import (
 
 logger = logging.getLogger(__name__)
 
-#: Points a backup never carries: the writer lease and the manifest clock belong to the running
-#: replicas (a restore starts them afresh), the record travels in ``library.json``, and a graph
-#: kept in the collection (cluster mode) travels as ``graph.json.gz``, as every graph does.
-NOT_CARRIED = frozenset({KIND_LEASE, KIND_CLOCK, KIND_LIBRARY, "graph_src", "graph_meta"})
+#: Points a backup never carries: the writer lease, the OCR claims and the manifest clock belong
+#: to the running replicas (a restore starts them afresh: a restored document whose OCR is owed
+#: is free to claim), the record travels in ``library.json``, and a graph kept in the collection
+#: (cluster mode) travels as ``graph.json.gz``, as every graph does.
+NOT_CARRIED = frozenset({KIND_LEASE, KIND_OCR_CLAIM, KIND_CLOCK, KIND_LIBRARY, "graph_src", "graph_meta"})
 #: Manifest fields that describe a write in flight (never part of a consistent copy).
 IN_FLIGHT = ("staging_version", "retiring_version")
 

@@ -37,8 +37,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ragspine.catalog.ids import point_id
 from ragspine.errors import LeaseLostError, LibraryBusyError, LibraryNotFoundError
@@ -48,6 +49,44 @@ logger = logging.getLogger(__name__)
 
 LEASE_POINT = point_id("writer-lease")
 KIND_LEASE = "lease"
+
+
+def is_free(payload: Mapping[str, Any], now: float) -> bool:
+    """Whether a lease-like record (``{holder, epoch, expires_at, released}``: a writer lease, an
+    OCR claim) may be taken: released by its holder, or past ``expires_at`` (a holder that
+    stopped renewing is taken for dead)."""
+    return bool(payload.get("released")) or float(payload.get("expires_at") or 0) <= now
+
+
+class Heartbeat:
+    """One daemon thread that calls ``tick`` every ``period`` seconds from its first
+    :meth:`start` until :meth:`close`: the renewal loop of the writer leases and of the OCR
+    claims (:mod:`ragspine.catalog.claims`)."""
+
+    def __init__(self, period: float, tick: Callable[[], None], name: str) -> None:
+        self.period = period
+        self._tick = tick
+        self._name = name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+
+    def start(self) -> None:
+        with self._guard:
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self._tick()
+
+    def close(self, timeout: float | None = None) -> None:
+        self._stop.set()
+        with self._guard:
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout=timeout)
 
 
 def replica_id(configured: str | None = None) -> str:
@@ -88,8 +127,7 @@ class WriterLeases:
         self.clock = clock
         self._held: dict[str, Lease] = {}
         self._guard = threading.Lock()
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
+        self._beat = Heartbeat(ttl / 3, self._renew_held, "ragspine-lease")
         #: Set by tests to stand for a dead process: no renewals, no release.
         self.frozen = False
 
@@ -113,7 +151,7 @@ class WriterLeases:
                 continue
             cur = recs[0].payload
             epoch = int(cur.get("epoch", 0))
-            if cur.get("released") or float(cur.get("expires_at", 0)) <= now:
+            if is_free(cur, now):
                 payload = self._payload(epoch + 1, now + self.ttl)
                 if self.store.put_if(library, PointData(LEASE_POINT, payload),
                                      {"holder": str(cur.get("holder")), "epoch": epoch}):
@@ -136,9 +174,7 @@ class WriterLeases:
     def _hold(self, lease: Lease) -> Lease:
         with self._guard:
             self._held[lease.library] = lease
-            if self._beat is None:
-                self._beat = threading.Thread(target=self._heartbeat, name="ragspine-lease", daemon=True)
-                self._beat.start()
+        self._beat.start()
         return lease
 
     def renew(self, lease: Lease) -> bool:
@@ -193,14 +229,11 @@ class WriterLeases:
 
     # -- heartbeat ------------------------------------------------------------------------------
 
-    def _heartbeat(self) -> None:
-        while not self._stop.wait(self.ttl / 3):
-            with self._guard:
-                held = list(self._held.values())
-            for lease in held:
-                self.renew(lease)
+    def _renew_held(self) -> None:
+        with self._guard:
+            held = list(self._held.values())
+        for lease in held:
+            self.renew(lease)
 
     def close(self) -> None:
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join(timeout=self.ttl)
+        self._beat.close(timeout=self.ttl)
