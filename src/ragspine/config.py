@@ -80,6 +80,14 @@ class Settings(BaseSettings):
     #: then those still running stop at their next batch of pages, uncommitted, and read failed
     #: (``server-stopping``). Keep it under the platform's grace period (KubeRay's Ingress: 120 s).
     drain_seconds: float = Field(default=90.0, ge=0)
+    #: Seconds between the sweeps with which each server replica resumes the OCR that a stopped
+    #: replica owed, with writer leases on (ragspine.indexing.ocr_sweep): a document whose OCR is
+    #: pending or failed and whose OCR claim is free is queued here. 0: no sweep.
+    ocr_sweep_seconds: float = Field(default=60.0, ge=0)
+    #: Times the sweep takes a document's OCR claim for the same content; then the document stays
+    #: ``failed`` until ``ragspine ocr --resume`` (a document whose OCR fails every time, or kills
+    #: its replica, is not retried forever). A run ended by a server stop is not counted.
+    ocr_max_attempts: int = Field(default=3, ge=1)
     #: Days a job's record is kept after it ended (or after the last heartbeat of one whose
     #: replica is gone); older ones are pruned, and their GET answers 404.
     job_retention_days: float = Field(default=7.0, gt=0)

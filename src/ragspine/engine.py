@@ -25,6 +25,7 @@ from ragspine.catalog import (
     library_models,
     point_id,
 )
+from ragspine.catalog.claims import OcrClaims
 from ragspine.catalog.formats import Upgraded, upgrade
 from ragspine.catalog.leases import WriterLeases, replica_id
 from ragspine.chain import GapLog, Glossaries, QueryChain
@@ -39,6 +40,7 @@ from ragspine.graph import GraphService
 from ragspine.indexing import DocumentMetadata, Indexer, IngestResult, Thumbnails
 from ragspine.indexing.dense_backfill import DenseAdded, add_dense
 from ragspine.indexing.ocr_phase import OPEN_STATES, OcrQueue
+from ragspine.indexing.ocr_sweep import ClaimGate, OcrSweep
 from ragspine.models.modelset import ModelSet
 from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.retrieval.explain import SimilarityMap, image_token_index, similarity_map
@@ -79,7 +81,20 @@ class Engine:
         #: Phase 2 of deferred OCR, in the background; a few documents at once keep every OCR
         #: worker busy (ragspine.indexing.ocr_phase).
         workers = self.indexer.ocr_pool.workers if self.indexer.ocr_pool is not None else 1
-        self.ocr_queue = OcrQueue(self.indexer.finish_ocr, threads=min(4, max(2, workers)))
+        #: With leases, each phase 2 runs under this replica's claim on its document's OCR, and
+        #: a sweep resumes what a stopped replica owed (ragspine.indexing.ocr_sweep). The claims
+        #: last as long as a writer lease: how long a dead replica's OCR waits to be taken over.
+        self.ocr_claims = (OcrClaims(self.store, self.replica, settings.writer_lease_seconds)
+                           if self.leases is not None else None)
+        gate = (ClaimGate(self.ocr_claims, self.libraries.doc_entry, settings.ocr_max_attempts)
+                if self.ocr_claims is not None else None)
+        self.ocr_queue = OcrQueue(self.indexer.finish_ocr, threads=min(4, max(2, workers)), gate=gate)
+        # (Bound methods of the catalog and indexer, not of the engine: no cycle keeps it alive.)
+        self.ocr_sweep = (OcrSweep(libraries=self.libraries.names, prepare=self.libraries.open,
+                                   owed=self.indexer.deferred.owed_entries, claims=self.ocr_claims,
+                                   queue=self.ocr_queue, every=settings.ocr_sweep_seconds,
+                                   max_attempts=settings.ocr_max_attempts)
+                          if self.ocr_claims is not None and settings.ocr_sweep_seconds > 0 else None)
         #: In-memory BM25 over every library searched (exact same ranking as the store's).
         # Updated on the searching thread (background=False): were the store to answer while
         # the index builds, the same query could score differently (Qdrant's IDF also counts
@@ -165,7 +180,8 @@ class Engine:
 
     def resume_ocr(self, library: str | None = None) -> dict[tuple[str, str], Future[Any]]:
         """Queue phase 2 of every document whose OCR is pending or failed (of ``library``, or
-        of every library)."""
+        of every library), those the cluster sweep gave up on included. With leases, a document
+        whose claim another live replica holds is not run here (its future: None)."""
         out: dict[tuple[str, str], Future[Any]] = {}
         for name in [library] if library is not None else self.list_libraries():
             self.library(name)
@@ -341,12 +357,29 @@ class Engine:
         gaps = self.gaps if record_gaps and settings.gap_log else None
         return QueryChain(searcher.settings, searcher, self.glossaries, gaps, graph.synonym_groups, base=base)
 
+    def start_ocr_sweep(self) -> bool:
+        """Cluster mode: start resuming the OCR that stopped replicas owed, now and every
+        ``RAGSPINE_OCR_SWEEP_SECONDS`` (a server's start; :mod:`ragspine.indexing.ocr_sweep`).
+        False: no sweep (the embedded store, or the setting is 0)."""
+        if self.ocr_sweep is None:
+            return False
+        self.ocr_sweep.start()
+        return True
+
+    def stop_ocr_sweep(self) -> None:
+        if self.ocr_sweep is not None:
+            self.ocr_sweep.stop(timeout=30)
+
     def close(self, drain: float | None = None) -> None:
         """Queued phase-2 OCR is dropped (it stays pending; the next start resumes it), and a
         running one is waited for (it writes to the store closed below): to its end, or for
-        ``drain`` seconds, after which it stops at its next page, uncommitted."""
+        ``drain`` seconds, after which it stops at its next page, uncommitted. With leases their
+        claims are released: another replica's sweep takes them over."""
         try:
+            self.stop_ocr_sweep()
             self.ocr_queue.close(drain)
+            if self.ocr_claims is not None:
+                self.ocr_claims.close()
             if self.leases is not None:
                 self.leases.close()
             self.indexer.close()

@@ -36,9 +36,9 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ragspine.errors import DocumentError, ServerStoppingError
+from ragspine.errors import DocumentError, OcrClaimLostError, ServerStoppingError
 
 if TYPE_CHECKING:
     from ragspine.indexing.pipeline import Indexer
@@ -49,6 +49,24 @@ logger = logging.getLogger(__name__)
 OcrState = Literal["none", "pending", "done", "failed"]
 #: States in which phase 2 is still owed: such a document is never "unchanged".
 OPEN_STATES = ("pending", "failed")
+
+
+class Ticket(Protocol):
+    """What a phase 2 runs under in cluster mode: this replica's claim on the document's OCR
+    (:mod:`ragspine.indexing.ocr_sweep`)."""
+
+    def lost(self) -> bool:
+        """The claim ran out or was taken over: stop."""
+        ...
+
+    def release(self, *, refund: bool) -> None:
+        """The run ended (``refund``: it never ran, or a server stop ended it)."""
+        ...
+
+
+#: ``gate(library, doc_id, force)``: the ticket to run phase 2 under, or None: skip it (another
+#: replica is on it, or, unless ``force``, it was tried too often already).
+Gate = Callable[[str, str, bool], Ticket | None]
 
 
 class Superseded(Exception):
@@ -128,6 +146,8 @@ class DeferredOcr:
         except Superseded:
             self.ix.pending.remove(library, key)
             return None
+        except OcrClaimLostError:
+            raise  # the claim's new holder runs it now: its state is that run's to say
         except BaseException:
             self._state(library, doc_id, key, "failed")
             raise
@@ -169,10 +189,12 @@ class DeferredOcr:
         return n
 
     def _state(self, library: str, doc_id: str, key: str, state: OcrState) -> bool:
-        """Set the entry's OCR state if it is still the version with content ``key``."""
+        """Set the entry's OCR state (pending or failed) if it is still the version with content
+        ``key`` and its OCR is still owed: a late run (a replica whose claim ran out) never marks
+        an OCR that another run finished meanwhile ``failed``."""
         with self.ix.libraries.lock(library):
             e = self.ix.libraries.doc_entry(library, doc_id)
-            if not e or e.get("content_key") != key or e.get("ocr") == state:
+            if not e or e.get("content_key") != key or e.get("ocr") == state or e.get("ocr") not in OPEN_STATES:
                 return False
             return self.ix.libraries.update_doc_entry(library, {**e, "ocr": state}, {"content_key": key})
 
@@ -180,18 +202,28 @@ class DeferredOcr:
 class OcrQueue:
     """Phase 2 of the documents whose OCR was deferred, run in the background on a few threads
     (their OCR goes to the shared worker pool, so a few documents at once keep every worker
-    busy). ``run(library, doc_id, progress)`` is :meth:`Indexer.finish_ocr`."""
+    busy). ``run(library, doc_id, progress)`` is :meth:`Indexer.finish_ocr`.
 
-    def __init__(self, run: Callable[..., Any], threads: int) -> None:
+    ``gate`` (cluster mode): each document is queued only under a ticket, this replica's claim on
+    its OCR (:mod:`ragspine.indexing.ocr_sweep`), taken when it is queued (so a document queued
+    behind others is not taken by another replica meanwhile), renewed while it waits and runs,
+    released when it ends. A document whose claim another replica holds is not queued: its
+    future is already done, with None."""
+
+    def __init__(self, run: Callable[..., Any], threads: int, gate: Gate | None = None) -> None:
         self._run = run
+        self._gate = gate
+        self.threads = max(1, threads)
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="ragspine-ocr")
+        self._submitting = threading.Lock()  # one submission at a time: a document is claimed once
         self._lock = threading.Lock()
         self._queued: dict[tuple[str, str], Future[Any]] = {}
         #: Set when a stop's drain time is over: a running phase 2 stops at its next page, before
         #: its version is live (its document reads ``failed``; the next start finishes it).
         self.stopping = threading.Event()
 
-    def _guarded(self, library: str, doc_id: str, progress: Callable[[int, int], None] | None) -> Any:
+    def _guarded(self, library: str, doc_id: str, progress: Callable[[int, int], None] | None,
+                 ticket: Ticket | None = None) -> Any:
         def checked(done: int, total: int) -> None:
             if progress is not None:
                 progress(done, total)
@@ -199,24 +231,63 @@ class OcrQueue:
                 raise ServerStoppingError(
                     f"the server is stopping: the OCR of document '{doc_id}' stopped before its new version went "
                     "live; its first version stays, and the next start (or 'ragspine ocr --resume') finishes it")
+            if ticket is not None and ticket.lost():
+                raise OcrClaimLostError(
+                    f"this replica's claim on the OCR of document '{doc_id}' ran out or was taken over; the "
+                    "replica that holds it now finishes it")
 
-        if self.stopping.is_set():
-            raise ServerStoppingError(f"the server is stopping: the OCR of document '{doc_id}' did not start")
-        return self._run(library, doc_id, checked)
+        stopped = False
+        try:
+            if self.stopping.is_set():
+                raise ServerStoppingError(f"the server is stopping: the OCR of document '{doc_id}' did not start")
+            return self._run(library, doc_id, checked)
+        except ServerStoppingError:
+            stopped = True
+            raise
+        finally:
+            # Released before the future resolves: whoever sees it end may claim it again. A run
+            # a server stop ended gives its attempt back (the document was not to blame).
+            if ticket is not None:
+                ticket.release(refund=stopped)
 
     def submit(self, library: str, doc_id: str, progress: Callable[[int, int], None] | None = None,
-               done: Callable[[Future[Any]], None] | None = None) -> Future[Any]:
+               done: Callable[[Future[Any]], None] | None = None, *, force: bool = True) -> Future[Any]:
         """Phase 2 of ``doc_id``; a document already queued is not queued twice (its future
-        is returned)."""
+        is returned). ``force=False`` (the sweep): not a document tried too often already."""
         key = (library, doc_id)
-        with self._lock:
-            fut = self._queued.get(key)
+        with self._submitting:
+            with self._lock:
+                fut = self._queued.get(key)
             if fut is None or fut.done():
-                fut = self._pool.submit(self._guarded, library, doc_id, progress)
-                self._queued[key] = fut
-                fut.add_done_callback(lambda f, k=key: self._forget(k, f))
+                fut = self._queue(key, progress, force)
         if done is not None:
             fut.add_done_callback(done)
+        return fut
+
+    def _queue(self, key: tuple[str, str], progress: Callable[[int, int], None] | None, force: bool) -> Future[Any]:
+        ticket = None
+        if self._gate is not None:
+            ended: Future[Any] = Future()
+            try:
+                ticket = self._gate(key[0], key[1], force)
+            except Exception as exc:  # the store does not answer, the library is gone: the run's own failure
+                logger.warning("the OCR of a document could not be claimed (%s)", type(exc).__name__)
+                ended.set_exception(exc)
+                return ended
+            if ticket is None:
+                ended.set_result(None)
+                return ended
+        try:
+            with self._lock:
+                fut = self._pool.submit(self._guarded, key[0], key[1], progress, ticket)
+                self._queued[key] = fut
+        except BaseException:
+            if ticket is not None:
+                ticket.release(refund=True)
+            raise
+        fut.add_done_callback(lambda f, k=key: self._forget(k, f))
+        if ticket is not None:
+            fut.add_done_callback(lambda f, t=ticket: _dropped(t, f))
         return fut
 
     def _forget(self, key: tuple[str, str], fut: Future[Any]) -> None:
@@ -227,6 +298,12 @@ class OcrQueue:
         if exc is not None:
             logger.warning("OCR of a document failed (%s); its first version stays live, "
                            "'ragspine ocr --resume' retries", type(exc).__name__)
+
+    def queued(self, library: str, doc_id: str) -> bool:
+        """Whether phase 2 of the document is queued or running here."""
+        with self._lock:
+            fut = self._queued.get((library, doc_id))
+        return fut is not None and not fut.done()
 
     @property
     def backlog(self) -> int:
@@ -248,3 +325,10 @@ class OcrQueue:
                                "at its next page and resumes at the next start", len(late))
                 self.stopping.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _dropped(ticket: Ticket, fut: Future[Any]) -> None:
+    """A claimed document dropped from the queue before it ran (a stop): its claim goes back,
+    and its attempt with it. (A run releases its own claim as it ends.)"""
+    if fut.cancelled():
+        ticket.release(refund=True)

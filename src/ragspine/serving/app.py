@@ -29,6 +29,7 @@ from ragspine.errors import (
     EmptyPDFError,
     InvalidRequestError,
     NotFoundError,
+    OcrClaimLostError,
     OversizeError,
     RagspineError,
 )
@@ -75,7 +76,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
 
     def resume_ocr() -> None:
         # OCR that a stopped process owed (ragspine.indexing.ocr_phase) resumes in the background.
-        # With writer leases, several replicas share the libraries: 'ragspine ocr --resume' instead.
+        # With writer leases, several replicas share the libraries: the OCR claims' sweep instead.
         try:
             owed = eng.resume_ocr()
         except Exception:  # a closed engine, a library being deleted: the CLI resumes it later
@@ -88,8 +89,11 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if not eng.libraries.leased:
             threading.Thread(target=resume_ocr, name="ragspine-ocr-resume", daemon=True).start()
+        else:  # (the Ray ingress runs this lifespan too)
+            eng.start_ocr_sweep()  # now and every RAGSPINE_OCR_SWEEP_SECONDS (ragspine.indexing.ocr_sweep)
         async with mcp.running():
             yield
+        await asyncio.to_thread(eng.stop_ocr_sweep)  # a stopping replica takes no more owed OCR
         # A stop (SIGTERM): running and queued ingests get the drain time, then stop uncommitted;
         # the OCR second phases get what is left of it, then stop at their next page (their first
         # versions stay live, and the next start finishes them).
@@ -292,16 +296,18 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
             if result.ocr in ("pending", "failed") and result.doc_id is not None:
                 job.ocr_pages_done, job.ocr_pages_total = 0, len(result.ocr_pending_pages)
                 eng.finish_ocr_later(lib, result.doc_id, progress=ocr_progress,
-                                     done=lambda fut: _ocr_ended(job, fut, result.pages_indexed))
+                                     done=lambda fut: _ocr_ended(job, fut, result.pages_indexed, str(result.doc_id)))
             return result.to_json()
 
-        def _ocr_ended(job: Job, fut: Any, first_pages: int) -> None:
+        def _ocr_ended(job: Job, fut: Any, first_pages: int, doc_id: str) -> None:
             exc = fut.exception() if not fut.cancelled() else None
             if fut.cancelled():
                 job.ocr = "failed"
                 job.ocr_error = {"type": "/problems/ocr-interrupted", "title": "OCR interrupted", "status": 503,
                                  "detail": "the server stopped before this document's OCR ran; it resumes at the "
                                            "next start (or: ragspine ocr --resume)"}
+            elif isinstance(exc, OcrClaimLostError):
+                job.ocr = "pending"  # the replica that took the document's OCR claim over finishes it
             elif exc is not None:
                 job.ocr = "failed"
                 job.ocr_error = (
@@ -311,13 +317,25 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
                      "detail": "the document's OCR failed on an unexpected error; see the server log"})
             else:
                 res = fut.result()
-                job.ocr = res.ocr if res is not None else "done"
+                job.ocr = res.ocr if res is not None else _owed_elsewhere(doc_id)
                 job.ocr_result = res.to_json() if res is not None else None
                 if res is not None:
                     metrics.ingested(max(0, res.pages_indexed - first_pages), 0)
                     job.pages_total = job.pages_done = res.pages_indexed  # the new version, written
             metrics.ocr_finished.labels(job.ocr).inc()
             jobs.changed(job)
+            job.settled.set()  # (still "pending": another replica finishes it; this job's part is over)
+
+        def _owed_elsewhere(doc_id: str) -> Literal["pending", "done"]:
+            # No new version: nothing was owed any more (done, or superseded by a newer upload),
+            # or, with leases, another replica holds the document's OCR claim and finishes it.
+            if not eng.libraries.leased:
+                return "done"
+            try:
+                e = eng.libraries.doc_entry(lib, doc_id)
+            except Exception:  # the library went meanwhile
+                return "done"
+            return "pending" if e and e.get("ocr") in ("pending", "failed") else "done"
 
         job = jobs.submit(lib, file.filename, work, cleanup=lambda: tmp.unlink(missing_ok=True))
         if wait:
