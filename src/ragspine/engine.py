@@ -370,11 +370,12 @@ class Engine:
         if self.ocr_sweep is not None:
             self.ocr_sweep.stop(timeout=30)
 
-    def close(self, drain: float | None = None) -> None:
+    def close(self, drain: float | None = None, *, keep_store: bool = False) -> None:
         """Queued phase-2 OCR is dropped (it stays pending; the next start resumes it), and a
         running one is waited for (it writes to the store closed below): to its end, or for
         ``drain`` seconds, after which it stops at its next page, uncommitted. With leases their
-        claims are released: another replica's sweep takes them over."""
+        claims are released: another replica's sweep takes them over. ``keep_store``: the store
+        stays open (tests whose replicas share one Qdrant client)."""
         try:
             self.stop_ocr_sweep()
             self.ocr_queue.close(drain)
@@ -387,7 +388,8 @@ class Engine:
             if self.lexical is not None:
                 self.lexical.close()  # waits for a running index update: it reads the store
         finally:
-            self.store.close()  # whatever failed above: the data dir is given back
+            if not keep_store:
+                self.store.close()  # whatever failed above: the data dir is given back
 
 
 def public_entry(e: dict[str, Any]) -> dict[str, Any]:

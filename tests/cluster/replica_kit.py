@@ -26,12 +26,9 @@ def replica(client: QdrantClient, data_dir: Path, **kw: Any) -> Engine:
 
 
 def close(*engines: Engine, client: QdrantClient) -> None:
-    """Close the replicas but not through ``Engine.close``: that closes the shared client."""
+    """Close the replicas, then the client they share."""
     for e in engines:
-        if e.leases is not None:
-            e.leases.close()
-        e.indexer.close()
-        e.graph.close()
+        e.close(keep_store=True)
     client.close()
 
 
