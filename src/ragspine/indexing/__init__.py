@@ -6,8 +6,9 @@ version per document (:class:`Indexer`). Uses :mod:`ragspine.scoring`, :mod:`rag
 from ragspine.indexing.chunking import DEFAULT_CHUNK_CHARS, DEFAULT_OVERLAP_CHARS, chunk_spans
 from ragspine.indexing.listeners import IndexListener
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
-from ragspine.indexing.pipeline import Indexer, IngestResult
+from ragspine.indexing.pipeline import Indexer
 from ragspine.indexing.render import MODEL_IMAGE_MAX_PX
+from ragspine.indexing.results import IngestResult
 from ragspine.indexing.thumbnails import Thumbnails
 
 __all__ = [

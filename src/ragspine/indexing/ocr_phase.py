@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ragspine.errors import DocumentError, OcrClaimLostError, ServerStoppingError
+from ragspine.indexing.results import IngestResult
 
 if TYPE_CHECKING:
     from ragspine.indexing.pipeline import Indexer
@@ -165,8 +166,6 @@ class DeferredOcr:
         """Every page of a document needs OCR: keep its bytes and record the owed OCR in its
         entry (no version is written; an earlier version of the document stays live until
         phase 2 commits), and answer ``ocr_pending`` at once."""
-        from ragspine.indexing.pipeline import IngestResult
-
         self.ix.pending.put(library, key, data, meta.model_dump(mode="json"), filename)
         with self.ix.libraries.writing(library), self.ix.libraries.doc_lock(library, doc_id), \
                 self.ix.libraries.lock(library):

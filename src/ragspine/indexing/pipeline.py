@@ -18,14 +18,14 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ragspine.catalog import Libraries, check_doc_id
 from ragspine.config import Settings
 from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, OversizeError
 from ragspine.indexing.bm25_stats import LibraryStatistics
+from ragspine.indexing.dense_backfill import fill_if_added
 from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
 from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
@@ -33,10 +33,10 @@ from ragspine.indexing.ocr_phase import OPEN_STATES, DeferredOcr, OcrState, Pend
 from ragspine.indexing.ocr_pool import BACKGROUND, URGENT, OcrProcesses, auto_workers
 from ragspine.indexing.pdf import ParsedPDF, open_pdf
 from ragspine.indexing.render import RenderProcesses
+from ragspine.indexing.results import IngestResult
 from ragspine.indexing.textpage import text_page
 from ragspine.indexing.thumbnails import Thumbnails
 from ragspine.indexing.versions import Versions
-from ragspine.indexing.dense_backfill import fill_if_added
 from ragspine.indexing.writer import commit_version, writable_models, write_version
 from ragspine.models.modelset import ModelSet
 from ragspine.ocr.rapid import resolve_device
@@ -47,36 +47,6 @@ from ragspine.store.base import Store, Where, bool_mirror
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
-
-
-
-@dataclass
-class IngestResult:
-    library: str
-    doc_id: str | None
-    #: ``ocr_pending``: every page needs OCR, so nothing could go live in a first phase; the
-    #: second (:meth:`Indexer.finish_ocr`) indexes the document.
-    status: Literal["indexed", "unchanged", "dropped_by_policy", "ocr_pending"]
-    version: int | None = None
-    pages_total: int = 0
-    pages_indexed: int = 0
-    pages_dropped: list[int] = field(default_factory=list)
-    chunks: int = 0
-    seconds: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-    #: Pages whose pixels OCR read text from (see :mod:`ragspine.indexing.ocr`).
-    pages_ocr: int = 0
-    #: The document's OCR state (:mod:`ragspine.indexing.ocr_phase`): ``pending`` after a
-    #: first phase that held ``ocr_pending_pages`` back until their OCR is read.
-    ocr: OcrState = "none"
-    ocr_pending_pages: list[int] = field(default_factory=list)
-    #: Pages this call read regions of with OCR (a first phase: the stamp-sized images only),
-    #: and the seconds it waited for them.
-    ocr_pages_read: int = 0
-    ocr_seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Indexer:

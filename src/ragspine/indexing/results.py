@@ -1,0 +1,39 @@
+"""What one ingest call did (:class:`IngestResult`): the REST API's and the CLI's report of a
+document's first or only phase, and of its second (OCR) phase."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ragspine.indexing.ocr_phase import OcrState
+
+
+@dataclass
+class IngestResult:
+    library: str
+    doc_id: str | None
+    #: ``ocr_pending``: every page needs OCR, so nothing could go live in a first phase; the
+    #: second (:meth:`Indexer.finish_ocr`) indexes the document.
+    status: Literal["indexed", "unchanged", "dropped_by_policy", "ocr_pending"]
+    version: int | None = None
+    pages_total: int = 0
+    pages_indexed: int = 0
+    pages_dropped: list[int] = field(default_factory=list)
+    chunks: int = 0
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    #: Pages whose pixels OCR read text from (see :mod:`ragspine.indexing.ocr`).
+    pages_ocr: int = 0
+    #: The document's OCR state (:mod:`ragspine.indexing.ocr_phase`): ``pending`` after a
+    #: first phase that held ``ocr_pending_pages`` back until their OCR is read.
+    ocr: OcrState = "none"
+    ocr_pending_pages: list[int] = field(default_factory=list)
+    #: Pages this call read regions of with OCR (a first phase: the stamp-sized images only),
+    #: and the seconds it waited for them.
+    ocr_pages_read: int = 0
+    ocr_seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
