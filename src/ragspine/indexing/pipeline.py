@@ -390,7 +390,7 @@ class Indexer:
             try:
                 chunk_stats, page_stats, n_chunks, passages = write_version(
                     self, library, rec_stats=rec.stats, parsed=parsed, base=base, classes=classes, version=version,
-                    total=total, progress=progress, models=models, page_vectors=page_vectors,
+                    total=total, progress=progress, models=models, page_vectors=page_vectors, replaces=old_version,
                 )
                 self._step("written")
                 with self.libraries.lock(library):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ragspine.catalog import LengthStats, LibraryModels, library_models
 from ragspine.errors import InvalidRequestError, NoTextError
 from ragspine.indexing.bm25_stats import UPSERT_BATCH
+from ragspine.indexing.dense_reuse import DenseReuse
 from ragspine.indexing.pdf import PageContent, ParsedPDF
 from ragspine.indexing.points import PagePassages, length_stats, page_passages, page_points
 from ragspine.indexing.render import PageRenderer
@@ -42,9 +43,15 @@ def write_version(
     progress: Progress | None,
     models: LibraryModels,
     page_vectors: Mapping[int, Any] | None = None,
+    replaces: int | None = None,
 ) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]]]:
+    """``replaces``: the live version this one will replace, whose dense vectors passages of
+    the same text take instead of being encoded again (:mod:`ragspine.indexing.dense_reuse`)."""
     s = self.settings
     doc_id = base["doc_id"]
+    reuse = DenseReuse()
+    if models.dense is not None and replaces is not None:
+        reuse = DenseReuse.of_version(self.store, library, doc_id, replaces)
     # Tokenise first: BM25 weights need the average length, which this document changes.
     per_page = [page_passages(page, s.chunk_chars, s.chunk_overlap) for page in parsed.pages]
     chunk_stats, page_stats = length_stats(per_page)
@@ -101,7 +108,7 @@ def write_version(
                 dense: list[Any] = []
                 if models.dense is not None:
                     texts = [pp.page.text[p.start:p.end] for pp in batch for p in pp.passages]
-                    dense = list(models.dense.encode(texts, kind="document")) if texts else []
+                    dense = reuse.encode(models.dense, texts) if texts else []
                 points: list[PointData] = []
                 for pp, (png, _), enc in zip(batch, rendered, encoded):
                     n = len(pp.passages)
@@ -130,6 +137,9 @@ def write_version(
             for fut in pending:  # an error left renders in flight: drop them
                 fut.cancel()
             wait(list(pending))
+    if reuse.reused:
+        logger.info("%d of %d passages took the dense vectors of version %d", reuse.reused,
+                    reuse.reused + reuse.encoded, replaces)
     return chunk_stats, page_stats, n_chunks, passages
 
 
