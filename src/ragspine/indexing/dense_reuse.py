@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from ragspine.catalog import DENSE_CHUNK
-from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.store.base import KIND_CHUNK, Store, Where
 
 #: Passage ids read back per ``retrieve_vectors`` call.
@@ -56,10 +55,9 @@ class DenseReuse:
         """The dense vectors of ``doc_id``'s ``version`` in ``library``, by passage text. Passages
         without a vector (written before the library had a dense model, or a backfill that
         stopped midway) are simply absent, and get encoded."""
-        recs = [r for r in store.scroll(library, Where(kind=KIND_CHUNK, doc_id=doc_id, version=version),
-                                        fields=("text", "sensitivity", CLASSIFICATION))
-                # Never written by indexing; one that reached the store another way lends nothing.
-                if not point_restricted(r.payload)]
+        # Only text is matched: a vector is lent to a passage of the very same text, so it says
+        # nothing that passage's own encoding would not.
+        recs = store.scroll(library, Where(kind=KIND_CHUNK, doc_id=doc_id, version=version), fields=("text",))
         vectors: dict[bytes, np.ndarray] = {}
         for i in range(0, len(recs), BATCH):
             part = recs[i:i + BATCH]
