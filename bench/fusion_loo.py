@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fusion_loo.py [--datasets tatqa_dev,cranfield,cmrc2018_dev_retrieval,mmlongbench_dev]
                                          [--dense-model all-MiniLM-L6-v2] [--limit N] [--json PATH]
+                                         [--modes bm25,hybrid] [--ocr off|auto]
 
 Scores nDCG@10 over a grid of fusion weights on each shared dev set (``../shared/data``; sets
 not found there are skipped with a message):
@@ -15,9 +16,11 @@ not found there are skipped with a message):
   channel alone: the whole document for the text sets, the page text for MMLongBench).
 
 Each set is indexed once per mode (``evaluate_variants``): BM25 only for bm25 mode, BM25 +
-dense vectors for hybrid mode. MMLongBench is ingested with OCR off (``Settings(ocr="off")``:
-~40 s instead of OCRing the scanned pages; its 10 image-only PDFs are not indexed, so their
-judged pages count as misses in every variant). RRF is homogeneous in its weights, so points
+dense vectors for hybrid mode. MMLongBench is ingested with OCR off by default
+(``Settings(ocr="off")``: ~40 s instead of OCRing the scanned pages; its 10 image-only PDFs are
+not indexed, so their judged pages count as misses in every variant); ``--ocr auto`` reads them
+as the product's eval does (~4.5 min more on 2 cores). ``--modes bm25`` skips the hybrid grid
+(bm25 is always searched: its c=0, p=1 point is every mode's baseline). RRF is homogeneous in its weights, so points
 that are multiples of each other (c=0.5, p=1 and c=1, p=2) rank identically (checked: every
 metric equal): one point per ratio class is searched and its figures serve the whole class (9
 of 17 bm25 points, 61 of 85 hybrid), and each query is encoded once per set, not once per point.
@@ -221,12 +224,14 @@ def print_recommendation(mode: str, table: Table, baseline: Mapping[str, float],
 
 def print_before_after(tables: Mapping[str, Table], baseline: Mapping[str, float],
                        after: Mapping[str, Point]) -> None:
-    print(f"\nbefore/after (nDCG@10): old defaults {label(DEFAULTS['bm25'])} / {label(DEFAULTS['hybrid'])}; "
-          f"recommended {label(after['bm25'])} / {label(after['hybrid'])}")
-    head = "".join(f" {f'{m} {w}':>13}" for m in MODES for w in ("before", "after"))
+    """Old defaults against the recommendation per set, for the modes in ``after``."""
+    modes = list(after)
+    print("\nbefore/after (nDCG@10): " + "; ".join(
+        f"{m}: old defaults {label(DEFAULTS[m])}, recommended {label(after[m])}" for m in modes))
+    head = "".join(f" {f'{m} {w}':>13}" for m in modes for w in ("before", "after"))
     print(f"  {'dataset':<24} {'baseline':>8}{head}")
     for s in baseline:
-        row = "".join(f" {tables[m][s][p]:13.4f}" if s in tables[m] else f" {'-':>13}" for m in MODES
+        row = "".join(f" {tables[m][s][p]:13.4f}" if s in tables[m] else f" {'-':>13}" for m in modes
                       for p in (DEFAULTS[m], after[m]))
         print(f"  {s:<24} {baseline[s]:8.4f}{row}")
 
@@ -246,25 +251,34 @@ def main() -> int:
                     help="dense channel weights of the hybrid grid (comma list)")
     ap.add_argument("--limit", type=int, default=None, help="first N judged queries per set")
     ap.add_argument("--json", type=Path, default=None, help="also write all results here")
+    ap.add_argument("--modes", default=",".join(MODES), help="modes to search (comma list of bm25, hybrid)")
+    ap.add_argument("--ocr", choices=("off", "auto"), default="off",
+                    help="OCR of MMLongBench's pages at ingest (auto: its image-only pages get text, "
+                         "~4 min more; the text sets have no pixels)")
     args = ap.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    if not modes or set(modes) - set(MODES):
+        ap.error(f"--modes takes a comma list of {', '.join(MODES)}; got {args.modes!r}")
+    if "bm25" not in modes:  # every mode is compared against BM25's own baseline point
+        ap.error("--modes must include bm25: the baseline every mode is compared against is BM25's")
 
     if not DATA.is_dir():
         print(f"no evaluation data at {DATA}; nothing to measure (see the data README there)")
         return 0
-    base = Settings(reranker="none", device="cpu", ocr="off")
+    base = Settings(reranker="none", device="cpu", ocr=args.ocr)
     dense_weights = tuple(float(w) for w in args.dense_weights.split(","))
     settings = {"bm25": base, "hybrid": base.model_copy(update={"dense_model": args.dense_model})}
     results: dict[str, dict[str, dict[Point, dict[str, Any]]]] = {m: {} for m in MODES}
     seconds: dict[str, dict[str, float]] = {m: {} for m in MODES}
     t_all = time.perf_counter()
     print(f"dense model {args.dense_model}; rrf k {base.rrf_k}; bm25 k1 {base.bm25_k1} b {base.bm25_b}; "
-          f"OCR off", flush=True)
+          f"OCR {args.ocr}; modes {', '.join(modes)}", flush=True)
     for name in args.datasets.split(","):
         root = SETS.get(name, Path(name))
         if not root.is_dir():
             print(f"{name}: not found at {root}; skipped", file=sys.stderr)
             continue
-        for mode in MODES:
+        for mode in modes:
             t0 = time.perf_counter()
             results[mode][name] = score_grid(settings[mode], root, mode, args.limit, dense_weights)
             seconds[mode][name] = round(time.perf_counter() - t0, 1)
@@ -275,33 +289,34 @@ def main() -> int:
         print("no dataset found; nothing to compare")
         return 0
 
-    tables = {m: ndcg_table(results[m]) for m in MODES}
-    checks = {m: check_table(results[m]) for m in MODES}
+    tables = {m: ndcg_table(results[m]) for m in modes}
+    checks = {m: check_table(results[m]) for m in modes}
     baseline = {s: t[BASELINE] for s, t in {**tables["bm25"], **checks["bm25"]}.items()}
     chosen: dict[str, dict[str, Point]] = {}
     after: dict[str, Point] = {}
     qualifies: dict[str, bool] = {}
-    for mode in MODES:
+    for mode in modes:
         if len(tables[mode]) > 1:
             chosen[mode] = print_loo(mode, tables[mode], baseline)
         else:
             print(f"\nleave-one-dataset-out, {mode} mode: needs at least two datasets")
         after[mode], qualifies[mode] = print_recommendation(mode, tables[mode], baseline, checks[mode])
-    print_before_after({m: {**tables[m], **checks[m]} for m in MODES}, baseline, after)
+    print_before_after({m: {**tables[m], **checks[m]} for m in modes}, baseline, after)
     total = time.perf_counter() - t_all
     print(f"\ntotal {total:.0f} s")
 
     if args.json:
         args.json.write_text(json.dumps({
-            "limit": args.limit, "dense_model": args.dense_model, "dense_weights": list(dense_weights),
+            "limit": args.limit, "ocr": args.ocr, "modes": modes,
+            "dense_model": args.dense_model, "dense_weights": list(dense_weights),
             "total_seconds": round(total, 1),
             "seconds": seconds, "baseline": {"point": label(BASELINE), "ndcg@10": baseline},
-            "old_defaults": {m: label(DEFAULTS[m]) for m in MODES},
+            "old_defaults": {m: label(DEFAULTS[m]) for m in modes},
             "leave_one_out": {m: {s: label(p) for s, p in c.items()} for m, c in chosen.items()},
             "recommended": {m: {"point": label(after[m]), "at_or_above_baseline_everywhere": qualifies[m]}
-                            for m in MODES},
+                            for m in modes},
             "results": {m: {s: {label(p): r for p, r in by_point.items()} for s, by_point in results[m].items()}
-                        for m in MODES},
+                        for m in modes},
         }, indent=2))
     return 0
 
