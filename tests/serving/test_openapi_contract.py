@@ -210,3 +210,21 @@ def test_an_upload_declares_its_metadata_as_a_json_object(client: Any) -> None:
     meta = schema["components"]["schemas"]["UploadMetadata"]
     assert meta["properties"]["doc_id"]["pattern"] == DOC_ID_PATTERN
     assert meta["propertyNames"] == {"pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$"}
+
+
+def test_the_ingest_result_the_api_declares_is_the_one_the_indexer_reports() -> None:
+    """The REST model mirrors ``ragspine.indexing.IngestResult`` field for field (types and
+    defaults are the API's own): a field added to one and not the other would be sent
+    undeclared, or declared and never sent."""
+    import dataclasses
+
+    from ragspine.api.resources import IngestResult as Declared
+    from ragspine.indexing import IngestResult as Reported
+
+    reported = {f.name: f for f in dataclasses.fields(Reported)}
+    assert list(Declared.model_fields) == list(reported)
+    for name, field in Declared.model_fields.items():
+        f = reported[name]
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        assert (field.get_default(call_default_factory=True) if not field.is_required() else dataclasses.MISSING) \
+            == default, name
