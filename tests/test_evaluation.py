@@ -298,6 +298,9 @@ def test_ingest_text_refuses_empty_text_and_mismatched_ids(engine: Engine) -> No
         engine.indexer.ingest_text("t", "a", "words", {"doc_id": "b"})
     with pytest.raises(InvalidRequestError, match="doc_id"):
         engine.indexer.ingest_text("t", "../x", "words")
+    with pytest.raises(InvalidRequestError, match="'a' is not valid Unicode: surrogates not allowed at character 4"):
+        engine.indexer.ingest_text("t", "a", "word\ud800s")
+    assert engine.indexer.ingest_text("t", "a", "words").status == "indexed"  # nothing was left half-written
 
 
 # -- the shared evaluation data (integration) -------------------------------------------------

@@ -274,7 +274,11 @@ class Indexer:
             return dropped
         if not isinstance(text, str):
             raise InvalidRequestError(f"text must be a string, got {type(text).__name__}")
-        data = text.encode("utf-8")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate, as a JSON "\ud800" escape decodes
+            raise InvalidRequestError(
+                f"the text of {doc_id!r} is not valid Unicode: {exc.reason} at character {exc.start}") from None
         if len(data) > self.settings.max_upload_bytes:
             raise OversizeError(
                 f"the text is {len(data)} bytes; the limit is {self.settings.max_upload_bytes} "
