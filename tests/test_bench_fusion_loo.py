@@ -72,3 +72,13 @@ def test_check_table_reads_the_financial_reports_of_mmlongbench() -> None:
            "cranfield": {PLAIN: {"ndcg@10": 0.3}, DEFAULT: {"ndcg@10": 0.3}}}
     assert fl.check_table(res) == {"mmlongbench_dev: Financial report": {PLAIN: 0.1, DEFAULT: 0.2}}
     assert len(fl.grid("hybrid", (0.5, 1.0, 2.0))) == 51
+
+
+def test_modes_are_refused_before_any_work_when_unknown_or_without_bm25(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    for modes, says in (("bm25,dense", "comma list of bm25, hybrid"), ("hybrid", "must include bm25")):
+        monkeypatch.setattr("sys.argv", ["fusion_loo.py", "--modes", modes])
+        with pytest.raises(SystemExit) as exc:
+            fl.main()
+        assert exc.value.code == 2 and says in capsys.readouterr().err
