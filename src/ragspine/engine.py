@@ -39,6 +39,8 @@ from ragspine.errors import (
 from ragspine.graph import GraphService
 from ragspine.indexing import DocumentMetadata, Indexer, IngestResult, Thumbnails
 from ragspine.indexing.dense_backfill import DenseAdded, add_dense
+from ragspine.indexing.dense_phase import DenseQueue, fill_version, follow
+from ragspine.indexing.dense_phase import owed as dense_owed
 from ragspine.indexing.ocr_phase import OPEN_STATES, OcrQueue
 from ragspine.indexing.ocr_sweep import ClaimGate, OcrSweep
 from ragspine.models.modelset import ModelSet
@@ -89,6 +91,9 @@ class Engine:
         gate = (ClaimGate(self.ocr_claims, self.libraries.doc_entry, settings.ocr_max_attempts)
                 if self.ocr_claims is not None else None)
         self.ocr_queue = OcrQueue(self.indexer.finish_ocr, threads=min(4, max(2, workers)), gate=gate)
+        #: The dense phase of documents ingested with ``defer_dense`` (ragspine.indexing.dense_phase).
+        indexer = self.indexer
+        self.dense_queue = DenseQueue(lambda lib, doc, version, stop: fill_version(indexer, lib, doc, version, stop))
         # (Bound methods of the catalog and indexer, not of the engine: no cycle keeps it alive.)
         self.ocr_sweep = (OcrSweep(libraries=self.libraries.names, prepare=self.libraries.open,
                                    owed=self.indexer.deferred.owed_entries, claims=self.ocr_claims,
@@ -169,9 +174,36 @@ class Engine:
 
     # -- documents ----------------------------------------------------------------------------
 
-    def ingest(self, library: str, source: bytes | str | Path, metadata: Any = None, **kw: Any) -> IngestResult:
+    def ingest(self, library: str, source: bytes | str | Path, metadata: Any = None, *,
+               defer_dense: bool | None = None, **kw: Any) -> IngestResult:
+        """:meth:`Indexer.ingest`. ``defer_dense`` (None: ``RAGSPINE_DENSE_PHASE=background``):
+        the document goes live before its passages' dense vectors, which :attr:`dense_queue`
+        then encodes (:mod:`ragspine.indexing.dense_phase`)."""
         self.library(library)
-        return self.indexer.ingest(library, source, metadata, **kw)
+        if defer_dense is None:
+            defer_dense = self.defer_dense(serving=False)
+        result = self.indexer.ingest(library, source, metadata, defer_dense=defer_dense, **kw)
+        if result.dense == "pending":
+            follow(self.dense_queue, result, self.libraries.doc_entry(library, str(result.doc_id)))
+        return result
+
+    def defer_dense(self, *, serving: bool) -> bool:
+        """Whether an ingest defers its dense vectors (``RAGSPINE_DENSE_PHASE``): ``auto`` defers
+        them in a long-running single process (``serving``: the server, the demo) only. Replicas
+        that share a Qdrant (writer leases) encode inline: a dense phase a dead replica owed would
+        wait for the next ``--add-dense``, as no other replica sweeps for it."""
+        phase = self.settings.dense_phase
+        return phase == "background" or (phase == "auto" and serving and not self.libraries.leased)
+
+    def resume_dense(self, library: str | None = None) -> dict[tuple[str, str], Future[int]]:
+        """Queue the dense phase of every document that still owes one (of ``library``, or of
+        every library): after a stop or crash cut it short."""
+        out: dict[tuple[str, str], Future[int]] = {}
+        for name in [library] if library is not None else self.list_libraries():
+            self.library(name)
+            for doc_id, version in dense_owed(self.indexer, name):
+                out[(name, doc_id)] = self.dense_queue.submit(name, doc_id, version)
+        return out
 
     def finish_ocr_later(self, library: str, doc_id: str, progress: Any = None, done: Any = None) -> Future[Any]:
         """Queue phase 2 of a document ingested with ``defer_ocr=True`` (its result: the
@@ -379,6 +411,7 @@ class Engine:
         try:
             self.stop_ocr_sweep()
             self.ocr_queue.close(drain)
+            self.dense_queue.close(drain)
             if self.ocr_claims is not None:
                 self.ocr_claims.close()
             if self.leases is not None:
@@ -409,4 +442,5 @@ def public_entry(e: dict[str, Any]) -> dict[str, Any]:
         "indexed_at": e.get("indexed_at"),
         "ocr": e.get("ocr", "none"),  # none | pending | done | failed (ragspine.indexing.ocr_phase)
         "ocr_pending_pages": e.get("ocr_pending_pages", []),
+        "dense": e.get("dense", "none"),  # none | pending | done (ragspine.indexing.dense_phase)
     }

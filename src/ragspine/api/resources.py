@@ -11,6 +11,7 @@ from ragspine.api._base import Reply
 from ragspine.api.names import DOC_ID_PATTERN, FIELD_NAME_PATTERN, LIBRARY_NAME_PATTERN
 
 OcrState = Literal["none", "pending", "done", "failed"]
+DenseState = Literal["none", "pending", "done"]
 
 
 class Problem(Reply):
@@ -100,6 +101,8 @@ class Document(Reply):
     indexed_at: float | None = None
     ocr: OcrState = "none"
     ocr_pending_pages: list[int] = Field(default_factory=list)
+    #: ``pending``: searchable by its words, its passages' dense vectors still being encoded.
+    dense: DenseState = "none"
 
 
 class Passage(Reply):
@@ -147,6 +150,8 @@ class IngestResult(Reply):
     ocr_pending_pages: list[int] = Field(default_factory=list)
     ocr_pages_read: int = 0
     ocr_seconds: float = 0.0
+    dense: DenseState = "none"
+    dense_pending: int = 0
 
 
 class Job(Reply):

@@ -202,13 +202,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 engine.create_library(DEMO_LIBRARY)
             for doc in build_demo_corpus(Path(tmp)):
                 # Two phases: the text layer answers at once, the charts' OCR follows.
-                r = engine.ingest(DEMO_LIBRARY, doc.path, doc.metadata, defer_ocr=True)
+                r = engine.ingest(DEMO_LIBRARY, doc.path, doc.metadata, defer_ocr=True,
+                                  defer_dense=engine.defer_dense(serving=True))
                 if r.status == "dropped_by_policy":
                     what = "dropped by policy (document is RESTRICTED)"
                 else:
                     what = f"{r.status}, {r.pages_indexed} pages"
                     if r.pages_dropped:
                         what += f", pages {r.pages_dropped} dropped by policy"
+                    if r.dense == "pending":
+                        what += f"; dense vectors of {r.dense_pending} passages follow in the background"
                     if r.ocr in ("pending", "failed") and r.doc_id is not None:
                         what += f"; OCR of pages {r.ocr_pending_pages} follows in the background"
                         owed.append(engine.finish_ocr_later(DEMO_LIBRARY, r.doc_id))
@@ -226,6 +229,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         if args.no_serve:
             for fut in owed:
                 fut.result()
+            engine.dense_queue.join()
             return 0
         return _run_server(settings, args, engine)  # the same engine: its OCR goes on while it serves
     finally:
@@ -267,7 +271,8 @@ def cmd_libraries(args: argparse.Namespace) -> int:
             finally:
                 for bar in bars:
                     bar.close()
-            print(f"library '{r.library}' already has dense vectors of {r.model}" if r.already else
+            owed = f"; {r.passages} passages its dense phases still owed encoded" if r.passages else ""
+            print(f"library '{r.library}' already has dense vectors of {r.model}{owed}" if r.already else
                   f"library '{r.library}': {r.passages} passages encoded with {r.model} in {r.seconds:.1f} s; "
                   "its searches now use the dense channel")
         else:
@@ -283,6 +288,8 @@ def cmd_libraries(args: argparse.Namespace) -> int:
                 pages = sum(d["pages_indexed"] or 0 for d in docs)
                 owed = {s: sum(1 for d in docs if d["ocr"] == s) for s in ("pending", "failed")}
                 ocr = "".join(f"\tOCR {s}: {n} documents" for s, n in owed.items() if n)
+                dense = sum(1 for d in docs if d["dense"] == "pending")
+                ocr += f"\tdense vectors pending: {dense} documents (--add-dense finishes them)" if dense else ""
                 print(f"{name}\t{len(docs)} documents\t{pages} pages{ocr}")
     except RagspineError as exc:
         _fail(exc.detail)

@@ -198,6 +198,9 @@ def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool,
             bar.update()
     if bar is not None:
         bar.close()
+    # With RAGSPINE_DENSE_PHASE=background the first phases went live before their dense
+    # vectors (ragspine.indexing.dense_phase): the evaluation scores them with every vector in.
+    engine.dense_queue.join()
     wall, cpu = time.perf_counter() - t0, tree_cpu_seconds() - cpu0
     return to_file, {
         "documents": len(files), "documents_failed": failed, "pages": pages, "pages_indexed": indexed,

@@ -13,7 +13,8 @@ the library commits meanwhile. An ingest that read the record before the model w
 wrote its passages without vectors meets the new record when it takes the lock to make its
 version live; :func:`fill_if_added` encodes that version's passages then. Until the record is
 saved, searches run without the dense channel; a backfill that stops midway leaves the field
-partly filled and unused, and running it again fills it all.
+partly filled and unused, and running it again fills it all. Run on a library that has the
+model's vectors, it finishes the dense phases still owed (:mod:`ragspine.indexing.dense_phase`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragspine.catalog import DENSE_CHUNK, identity
 from ragspine.errors import InvalidRequestError, ModelMismatchError
+from ragspine.indexing.dense_phase import fill_version, owed
 from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.store.base import KIND_CHUNK, DenseField, Where
 
@@ -40,7 +42,8 @@ class DenseAdded:
     library: str
     model: str
     revision: str
-    #: Passages encoded (0 when the library already had this model's vectors).
+    #: Passages encoded (when the library already had this model's vectors: those of the
+    #: dense phases that were still owed).
     passages: int
     already: bool
     seconds: float
@@ -63,20 +66,24 @@ def add_dense(ix: Indexer, library: str, progress: Callable[[int, int], None] | 
     with ix.libraries.writing(library), ix.libraries.lock(library):
         rec = ix.libraries.get(library)
         have = rec.encoders.get(DENSE_CHUNK)
-        if have is not None:
-            if all(have.get(k) == ident[k] for k in ("model", "revision", "dim")):
-                return DenseAdded(library, ident["model"], ident["revision"], 0, True, time.perf_counter() - t0)
+        already = have is not None and all(have.get(k) == ident[k] for k in ("model", "revision", "dim"))
+        if have is not None and not already:
             raise ModelMismatchError(
                 f"library '{library}' already has dense vectors of {have.get('model')} (revision "
                 f"{have.get('revision')}); this server loads {ident['model']} (revision {ident['revision']}). "
                 "Vectors of two models never mix: re-index into a new library instead")
-        ix.store.add_dense_field(library, DenseField(DENSE_CHUNK, ident["dim"]))
-        n = _fill(ix, library, Where(kind=KIND_CHUNK), model, progress)
-        ix.libraries.check_lease(library)
-        rec.encoders[DENSE_CHUNK] = ident
-        ix.libraries.save(rec)
-        ix.store.flush(library)
-    return DenseAdded(library, ident["model"], ident["revision"], n, False, time.perf_counter() - t0)
+        if not already:
+            ix.store.add_dense_field(library, DenseField(DENSE_CHUNK, ident["dim"]))
+            n = _fill(ix, library, Where(kind=KIND_CHUNK), model, progress)
+            ix.libraries.check_lease(library)
+            rec.encoders[DENSE_CHUNK] = ident
+            ix.libraries.save(rec)
+            ix.store.flush(library)
+            return DenseAdded(library, ident["model"], ident["revision"], n, False, time.perf_counter() - t0)
+    # The library has them: finish the dense phases a stop or crash cut short (each takes its
+    # own locks, ragspine.indexing.dense_phase).
+    n = sum(fill_version(ix, library, doc_id, version) for doc_id, version in owed(ix, library))
+    return DenseAdded(library, ident["model"], ident["revision"], n, True, time.perf_counter() - t0)
 
 
 def fill_if_added(ix: Indexer, library: str, written_with: Any, doc_id: str, version: int) -> int:

@@ -46,6 +46,8 @@ class DenseReuse:
         #: Passages that took a stored vector / were encoded, over this object's life.
         self.reused = 0
         self.encoded = 0
+        #: Passages left without a vector for the dense phase to encode (``defer=True``).
+        self.deferred = 0
 
     def __len__(self) -> int:
         return len(self._vectors)
@@ -68,15 +70,19 @@ class DenseReuse:
                     vectors[_key(str(r.payload.get("text") or ""))] = v
         return cls(vectors)
 
-    def encode(self, model: Any, texts: Sequence[str]) -> list[np.ndarray]:
+    def encode(self, model: Any, texts: Sequence[str], *, defer: bool = False) -> list[np.ndarray | None]:
         """One vector per text: the stored one where the text has one, else ``model``'s (the
-        others encoded in one call, as ``model.encode(..., kind="document")`` would have)."""
+        others encoded in one call, as ``model.encode(..., kind="document")`` would have).
+        ``defer``: the others are None instead, for the dense phase to encode after the
+        version is live (:mod:`ragspine.indexing.dense_phase`)."""
         out: list[np.ndarray | None] = [self._vectors.get(_key(t)) for t in texts]
         missing = [i for i, v in enumerate(out) if v is None]
-        if missing:
+        if missing and not defer:
             fresh = model.encode([texts[i] for i in missing], kind="document")
             for i, v in zip(missing, fresh):
                 out[i] = v
-        self.encoded += len(missing)
+            self.encoded += len(missing)
+        else:
+            self.deferred += len(missing)
         self.reused += len(texts) - len(missing)
-        return out  # type: ignore[return-value]  # every None was filled above
+        return out

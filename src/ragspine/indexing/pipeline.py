@@ -128,6 +128,7 @@ class Indexer:
         restricted_pages: Sequence[int] = (),
         defer_ocr: bool = False,
         expect_key: str | None = None,
+        defer_dense: bool = False,
     ) -> IngestResult:
         """Index one PDF as a new version of its document (see the module docstring).
 
@@ -145,6 +146,8 @@ class Indexer:
         ``defer_ocr``: commit the pages that need no content OCR first and answer with
         ``ocr="pending"``; :meth:`finish_ocr` reads the rest (:mod:`ragspine.indexing.ocr_phase`).
         ``expect_key``: commit only if the active version still has this content key (phase 2).
+        ``defer_dense``: passages get their dense vectors after the commit, with ``dense="pending"``
+        (:mod:`ragspine.indexing.dense_phase`).
         """
         t0 = time.perf_counter()
         meta = parse_metadata(metadata)
@@ -201,7 +204,8 @@ class Indexer:
             try:
                 result = self._ingest_parsed(library, parsed, meta, pdf_sha, doc_id, filename, progress, t0,
                                              page_vectors=page_vectors, ocr=ocr, restricted_pages=restricted_pages,
-                                             held=held, deferred=deferred, expect_key=expect_key)
+                                             held=held, deferred=deferred, expect_key=expect_key,
+                                             defer_dense=defer_dense)
             except BaseException:
                 if deferred and not (prev and prev.get("content_key") == key):
                     self.pending.remove(library, key)
@@ -236,7 +240,7 @@ class Indexer:
             library, prev["doc_id"], "unchanged", prev["active_version"], prev.get("pages_total", 0),
             prev.get("pages_indexed", 0), list(prev.get("pages_dropped", [])), prev.get("chunks", 0),
             time.perf_counter() - t0, ocr=prev.get("ocr", "none"),
-            ocr_pending_pages=list(prev.get("ocr_pending_pages", [])),
+            ocr_pending_pages=list(prev.get("ocr_pending_pages", [])), dense=prev.get("dense", "none"),
         )
 
     def ingest_text(
@@ -321,6 +325,7 @@ class Indexer:
         held: Sequence[int] = (),
         deferred: Sequence[int] = (),
         expect_key: str | None = None,
+        defer_dense: bool = False,
     ) -> IngestResult:
         total = len(parsed.pages)
         # Held pages (phase 1 of a deferred OCR) are not read yet: not policed, not kept.
@@ -392,14 +397,17 @@ class Indexer:
                 )
                 self._step("staged_entry")
             try:
-                chunk_stats, page_stats, n_chunks, passages = write_version(
+                chunk_stats, page_stats, n_chunks, passages, owed_dense = write_version(
                     self, library, rec_stats=rec.stats, parsed=parsed, base=base, classes=classes, version=version,
                     total=total, progress=progress, models=models, page_vectors=page_vectors, replaces=old_version,
+                    defer_dense=defer_dense,
                 )
+                dense_state = "pending" if owed_dense else ("done" if models.dense is not None else "none")
                 self._step("written")
                 with self.libraries.lock(library):
                     self.libraries.check_lease(library)
-                    fill_if_added(self, library, models.dense, doc_id, version)  # add_dense ran meanwhile
+                    if fill_if_added(self, library, models.dense, doc_id, version):  # add_dense ran meanwhile
+                        dense_state = "done"
                     self.store.set_payload(library, Where(doc_id=doc_id, version=version), {"state": "live"})
                     self._step("live")
             except BaseException:
@@ -425,6 +433,7 @@ class Indexer:
                     "indexed_at": time.time(),
                     "ocr": ocr_state,
                     "ocr_pending_pages": list(deferred),
+                    "dense": dense_state,
                     "retiring_version": old_version,
                     "doc_stats": {"chunk": chunk_stats.to_json(), "page": page_stats.to_json()},
                 }
@@ -437,7 +446,7 @@ class Indexer:
             time.perf_counter() - t0,
             [*(s.note(self.settings.max_image_pixels) for s in parsed.skipped_images), *warnings],
             pages_ocr=sum(1 for p in kept if p.ocr_lines),
-            ocr=ocr_state, ocr_pending_pages=list(deferred),
+            ocr=ocr_state, ocr_pending_pages=list(deferred), dense=dense_state, dense_pending=owed_dense,
         )
 
     # -- delete and recovery ------------------------------------------------------------------

@@ -98,7 +98,7 @@ def page_points(
         payload = {**common, "kind": KIND_CHUNK, "chunk_id": chunk_id, "start": p.start, "end": p.end,
                    "bbox": list(p.bbox), "text": page.text[p.start:p.end], "text_source": p.source}
         sparse = {SPARSE_CHUNK: document_vector(toks, avgdl[0], bm25)} if toks else {}
-        vec = {DENSE_CHUNK: dense[i]} if dense else {}
+        vec = {DENSE_CHUNK: dense[i]} if dense and dense[i] is not None else {}  # None: the dense phase's
         points.append(PointData(point_id(doc_id, version, page.number, i), payload, sparse, vec))
         passages.append({"chunk_id": chunk_id, "page": page.number, "text": payload["text"], "bbox": payload["bbox"]})
     payload = {**common, "kind": KIND_PAGE, "width": page.width, "height": page.height, "text": page.text,

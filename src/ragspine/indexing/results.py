@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from ragspine.indexing.dense_phase import DenseState
     from ragspine.indexing.ocr_phase import OcrState
 
 
@@ -34,6 +35,10 @@ class IngestResult:
     #: and the seconds it waited for them.
     ocr_pages_read: int = 0
     ocr_seconds: float = 0.0
+    #: The document's dense state (:mod:`ragspine.indexing.dense_phase`): ``pending`` while
+    #: ``dense_pending`` of its passages wait for their vectors after the commit.
+    dense: DenseState = "none"
+    dense_pending: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

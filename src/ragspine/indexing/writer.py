@@ -44,9 +44,12 @@ def write_version(
     models: LibraryModels,
     page_vectors: Mapping[int, Any] | None = None,
     replaces: int | None = None,
-) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]]]:
+    defer_dense: bool = False,
+) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]], int]:
     """``replaces``: the live version this one will replace, whose dense vectors passages of
-    the same text take instead of being encoded again (:mod:`ragspine.indexing.dense_reuse`)."""
+    the same text take instead of being encoded again (:mod:`ragspine.indexing.dense_reuse`).
+    ``defer_dense``: the other passages are written without one, for the dense phase
+    (:mod:`ragspine.indexing.dense_phase`). The last value returned: how many were."""
     s = self.settings
     doc_id = base["doc_id"]
     reuse = DenseReuse()
@@ -108,7 +111,7 @@ def write_version(
                 dense: list[Any] = []
                 if models.dense is not None:
                     texts = [pp.page.text[p.start:p.end] for pp in batch for p in pp.passages]
-                    dense = reuse.encode(models.dense, texts) if texts else []
+                    dense = reuse.encode(models.dense, texts, defer=defer_dense) if texts else []
                 points: list[PointData] = []
                 for pp, (png, _), enc in zip(batch, rendered, encoded):
                     n = len(pp.passages)
@@ -140,7 +143,7 @@ def write_version(
     if reuse.reused:
         logger.info("%d of %d passages took the dense vectors of version %d", reuse.reused,
                     reuse.reused + reuse.encoded, replaces)
-    return chunk_stats, page_stats, n_chunks, passages
+    return chunk_stats, page_stats, n_chunks, passages, reuse.deferred
 
 
 class _Precomputed:

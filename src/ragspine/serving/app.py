@@ -69,6 +69,8 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
     metrics = Metrics()
     pool = eng.indexer.ocr_pool
     metrics.ocr_backlog(lambda: eng.ocr_queue.backlog, lambda: pool.backlog if pool is not None else 0)
+    metrics.dense_backlog(lambda: eng.dense_queue.backlog)
+    defer_dense = eng.defer_dense(serving=True)
     auth = Auth(settings.api_key_map())
     # One process owns an embedded store's data dir: every leftover upload there is a crash's.
     upload_dir = spool_dir(Path(settings.data_dir) / "uploads", eng.replica,
@@ -79,11 +81,12 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         # With writer leases, several replicas share the libraries: the OCR claims' sweep instead.
         try:
             owed = eng.resume_ocr()
+            dense = eng.resume_dense()  # and the dense phases (ragspine.indexing.dense_phase)
         except Exception:  # a closed engine, a library being deleted: the CLI resumes it later
-            logger.warning("could not resume the owed OCR of this data dir", exc_info=True)
+            logger.warning("could not resume the owed OCR or dense phases of this data dir", exc_info=True)
             return
-        if owed:
-            logger.info("resuming the OCR of %d documents", len(owed))
+        if owed or dense:
+            logger.info("resuming the OCR of %d documents and the dense phase of %d", len(owed), len(dense))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -290,7 +293,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
             # Two phases: the job succeeds when the pages that need no content OCR are live; the
             # rest follow in the background, and the job keeps reporting them (job.ocr).
             result = eng.ingest(lib, tmp, meta, filename=file.filename, progress=progress,
-                                ocr_progress=ocr_progress, defer_ocr=True)
+                                ocr_progress=ocr_progress, defer_ocr=True, defer_dense=defer_dense)
             metrics.ingested(result.pages_indexed, len(result.pages_dropped))
             job.ocr = result.ocr
             if result.ocr in ("pending", "failed") and result.doc_id is not None:

@@ -41,6 +41,11 @@ class Metrics:
             "ragspine_ocr_documents_total", "Documents whose second OCR phase ended, by outcome",
             ["outcome"], registry=self.registry)
 
+    def dense_backlog(self, documents: Callable[[], float]) -> None:
+        """A gauge read at scrape time: documents whose dense phase is queued or running."""
+        Gauge("ragspine_dense_backlog_documents", "Documents searchable by their words whose passages' dense "
+              "vectors are queued or being encoded", registry=self.registry).set_function(documents)
+
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(route, method, str(status)).inc()
         self.latency.labels(route, method).observe(seconds)

