@@ -406,8 +406,10 @@ class Engine:
         """Queued phase-2 OCR is dropped (it stays pending; the next start resumes it), and a
         running one is waited for (it writes to the store closed below): to its end, or for
         ``drain`` seconds, after which it stops at its next page, uncommitted. With leases their
-        claims are released: another replica's sweep takes them over. ``keep_store``: the store
-        stays open (tests whose replicas share one Qdrant client)."""
+        claims are released: another replica's sweep takes them over. Dense phases
+        (:mod:`ragspine.indexing.dense_phase`) are all finished when ``drain`` is None (a command
+        that ends), else treated like the OCR. ``keep_store``: the store stays open (tests whose
+        replicas share one Qdrant client)."""
         try:
             self.stop_ocr_sweep()
             self.ocr_queue.close(drain)

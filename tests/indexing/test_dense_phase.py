@@ -271,3 +271,19 @@ def test_a_process_without_the_librarys_model_refuses_its_dense_phase(
         assert e.libraries.doc_entry(LIB, "port")["dense"] == "pending"
     finally:
         e.close()
+
+
+def test_a_command_that_ends_finishes_its_queued_dense_phases(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ragspine ingest / sync with RAGSPINE_DENSE_PHASE=background close the engine without a drain time.
+    e, _ = _engine(data_dir, monkeypatch, dense_phase="background")
+    e.create_library(LIB)
+    gate = Gated(e)
+    assert e.ingest(LIB, PDF, {"doc_id": "port"}).dense == "pending"  # defer_dense from the setting
+    assert e.ingest(LIB, make_pdf(PAGES[1:]), {"doc_id": "ferry"}).dense == "pending"
+    threading.Timer(0.3, gate.open.set).start()  # both still queued when close starts
+    e.close()
+    e, _ = _engine(data_dir, monkeypatch)
+    try:
+        assert [d["dense"] for d in e.documents(LIB)] == ["done", "done"]
+    finally:
+        e.close()

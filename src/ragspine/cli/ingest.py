@@ -83,6 +83,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 print(f"{path}: error: {r.detail}")
                 return -1
             pending = f", OCR of pages {r.ocr_pending_pages} follows" if r.ocr in ("pending", "failed") else ""
+            pending += f", dense vectors of {r.dense_pending} passages follow" if r.dense == "pending" else ""
             if r.status == "indexed":
                 dropped = f", dropped by policy: pages {r.pages_dropped}" if r.pages_dropped else ""
                 ocr = f", {r.pages_ocr} read by OCR" if r.pages_ocr else ""
@@ -129,6 +130,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         ocr_failed, ocr_added = _wait_for_ocr(owed, ocr_bar)
         failed += ocr_failed
         added += ocr_added
+        if engine.dense_queue.backlog:  # RAGSPINE_DENSE_PHASE=background: the command ends with them in
+            if not args.quiet:
+                print(f"waiting for the dense vectors of {engine.dense_queue.backlog} documents")
+            engine.dense_queue.join()
         if added and args.optimize:
             _optimize_after_ingest(engine, args.library, added)
     except RagspineError as exc:

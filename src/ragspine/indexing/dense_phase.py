@@ -141,9 +141,12 @@ class DenseQueue:
         return not late
 
     def close(self, drain: float | None = None) -> None:
-        """Drop what is queued (it stays pending); wait for what runs: to its end (``drain=None``),
-        or for ``drain`` seconds, after which it stops at its next batch."""
-        if drain is not None:
+        """``drain=None`` (a command that ends: ``ragspine ingest``, ``sync``): finish everything
+        queued. Else (a server stop) drop what is queued (it stays pending) and give what runs
+        ``drain`` seconds, after which it stops at its next batch."""
+        if drain is None:
+            self.join()
+        else:
             with self._lock:
                 futs = list(self._queued.values())
             for f in futs:
