@@ -43,35 +43,30 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ragspine.policy import CLASSIFICATION, point_restricted
+from ragspine.policy import CLASSIFICATION
+from ragspine.retrieval.lexical.build import DOC_KEYS, FIELD_KINDS, ROW_KEYS, ViewBuilder
 from ragspine.retrieval.lexical.masks import row_mask
+from ragspine.retrieval.lexical.payloads import PayloadCache
 from ragspine.retrieval.lexical.postings import (
     PAGE_BITS,
     PAGE_MASK,
     DocSig,
     LibView,
-    Rows,
     Unsupported,
-    field_from_rows,
-    patched,
     score,
     sorted_runs,
     top,
 )
-from ragspine.scoring.bm25 import BM25Params, SparseVector, document_vector
+from ragspine.scoring.bm25 import BM25Params, SparseVector
 from ragspine.scoring.fusion import rrf
-from ragspine.scoring.tokenizer import tokenize
 from ragspine.store.base import (
     KIND_CHUNK,
-    KIND_DOC,
     KIND_PAGE,
     SPARSE_CHUNK,
     SPARSE_PAGE,
@@ -89,21 +84,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: The BM25 fields indexed and the point kind that carries each.
-FIELD_KINDS: dict[str, str] = {SPARSE_CHUNK: KIND_CHUNK, SPARSE_PAGE: KIND_PAGE}
 #: Default bound on the postings of one library (10M: about 0.2 GB, at most ~0.35 GB with the
 #: dense rows).
 DEFAULT_MAX_POSTINGS = 10_000_000
 #: Default number of point payloads kept by :meth:`LexicalIndex.payloads`: passages take
 #: about 1 KB each, pages 3-5 KB (their text and passage spans), so some 20-40 MB at most.
 DEFAULT_PAYLOAD_CACHE = 16384
-#: Payload keys kept per document (they are the same on every point of a document version).
-DOC_KEYS = ("doc_id", "version", "title", "sensitivity", "meta", "metab", "state")
-#: Payload keys kept per point.
-ROW_KEYS = ("page", "chunk_id", CLASSIFICATION)
 #: Keys a search can return from the index itself; any other key is read from the store.
 INDEX_KEYS = frozenset(DOC_KEYS + ROW_KEYS + ("kind",))
-_SCAN_KEYS = [*DOC_KEYS, *ROW_KEYS, "kind", "text"]
 #: More changed documents than this fraction of the library: rebuild instead of patching.
 _FULL_REBUILD_FRACTION = 0.5
 
@@ -164,8 +152,8 @@ class LexicalIndex:
         self._update_locks: dict[str, threading.Lock] = {}
         self._refused: dict[str, int] = {}  # library -> token count it was refused at
         self._closed = False
-        self._payloads: OrderedDict[tuple[str, str], tuple[DocSig | None, dict[str, Any]]] = OrderedDict()
-        self._plock = threading.Lock()
+        self._builder = ViewBuilder(store, bm25, whole_payloads=bool(payload_cache), closing=lambda: self._closed)
+        self._cache = PayloadCache(store, payload_cache)
         #: Searches answered by the index / by the store (observability and tests; counted
         #: without a lock, so approximate under concurrency).
         self.served = 0
@@ -333,39 +321,10 @@ class LexicalIndex:
         cache: a point's payload never changes once its version is live, and a cached one is
         used only while its document's manifest entry is the one it was read under. Treat the
         returned dicts as read-only (they are shallow copies; nested values are shared)."""
-        ids = list(ids)
         view = self._views.get(name) if self.payload_cache else None
         if view is not None and view.active is not self.libraries.active_versions(name):
             view = None  # the manifest changed since: do not trust the cache for this call
-        out: dict[str, dict[str, Any]] = {}
-        missing: list[str] = []
-        if view is not None:
-            with self._plock:
-                for i in ids:
-                    hit = self._payloads.get((name, i))
-                    if hit is not None and hit[0] is not None and view.sigs.get(hit[1].get("doc_id", "")) == hit[0]:
-                        self._payloads.move_to_end((name, i))
-                        out[i] = dict(hit[1])
-                    else:
-                        missing.append(i)
-        else:
-            missing = ids
-        if missing:
-            recs = self.store.retrieve(name, missing)
-            for r in recs:
-                out[r.id] = dict(r.payload)
-            if view is not None:
-                with self._plock:
-                    for r in recs:
-                        p = r.payload
-                        sig = view.sigs.get(p.get("doc_id", ""))
-                        if sig is None or sig[0] != p.get("version") or point_restricted(p):
-                            continue
-                        self._payloads[(name, r.id)] = (sig, p)
-                        self._payloads.move_to_end((name, r.id))
-                    while len(self._payloads) > self.payload_cache:
-                        self._payloads.popitem(last=False)
-        return out
+        return self._cache.get(name, ids, view)
 
     def invalidate(self, name: str) -> None:
         """Forget what is indexed for ``name``: the next search rebuilds it (or the store answers
@@ -374,7 +333,7 @@ class LexicalIndex:
             self._epoch[name] = self._epoch.get(name, 0) + 1
             self._views.pop(name, None)
             self._refused.pop(name, None)
-        self._drop_payloads(name)
+        self._cache.drop(name)
 
     def drop(self, name: str) -> None:
         """The library is gone: release its index and cached payloads."""
@@ -389,8 +348,7 @@ class LexicalIndex:
             j.join()
         with self._lock:
             self._views.clear()
-        with self._plock:
-            self._payloads.clear()
+        self._cache.clear()
 
     def refresh(self, name: str) -> LibView | None:
         """Bring the index of ``name`` up to date now, on this thread (warm-up, tests)."""
@@ -461,7 +419,7 @@ class LexicalIndex:
             with self._lock:
                 self._refused.pop(name, None)
         epoch = self._epoch.get(name, 0)
-        sigs = self._signatures(name)
+        sigs = self._builder.signatures(name)
         if sigs and any(b <= 0 for b in basis.values()):
             return None  # a library's first commit, its basis not recorded yet: transient
         if old is not None and old.basis == basis and old.sigs == sigs:
@@ -473,7 +431,7 @@ class LexicalIndex:
                 basis, _ = self._record(name)
                 if v is not None and v.active is active and v.basis == basis:
                     return v  # another thread brought it up to date meanwhile
-                return self._do_update(name, self._epoch.get(name, 0), active, basis, self._signatures(name))
+                return self._do_update(name, self._epoch.get(name, 0), active, basis, self._builder.signatures(name))
         with self._lock:
             if name not in self._jobs and not self._closed:
                 job = threading.Thread(
@@ -492,7 +450,7 @@ class LexicalIndex:
             with self._updating(name):
                 active = self.libraries.active_versions(name)
                 basis, _ = self._record(name)
-                self._do_update(name, epoch, active, basis, self._signatures(name))
+                self._do_update(name, epoch, active, basis, self._builder.signatures(name))
         except Exception:
             logger.exception("lexical index update of library %s failed; the store answers", name)
         finally:
@@ -514,16 +472,16 @@ class LexicalIndex:
             if not changed:
                 return self._install(name, epoch, replace(old, active=active), old)
             if len(changed) <= _FULL_REBUILD_FRACTION * max(1, len(old.sigs)):
-                built = self._patch(name, old, active, sigs, changed, basis)
+                built = self._builder.patch(name, old, active, sigs, changed, basis)
             else:
-                built = self._build(name, active, sigs, basis)
+                built = self._builder.build(name, active, sigs, basis)
         else:
-            built = self._build(name, active, sigs, basis)
+            built = self._builder.build(name, active, sigs, basis)
         if built is None:
             return None
         view = self._install(name, epoch, built[0], old)
         if view is not None:
-            self._prefill(name, view, built[1])
+            self._cache.prefill(name, view, built[1])
         return view
 
     def _install(self, name: str, epoch: int, view: LibView | None, old: LibView | None) -> LibView | None:
@@ -536,142 +494,6 @@ class LexicalIndex:
         if old is not None and old.sigs is not view.sigs:
             gone = {d for d in old.sigs if view.sigs.get(d) != old.sigs[d]}
             if gone:
-                self._drop_payloads(name, gone)
+                self._cache.drop(name, gone)
         return view
 
-    def _signatures(self, name: str) -> dict[str, DocSig]:
-        recs = self.store.scroll(name, Where(kind=KIND_DOC), fields=["doc_id", "active_version", "indexed_at"])
-        return {
-            r.payload["doc_id"]: (int(r.payload["active_version"]), r.payload.get("indexed_at"))
-            for r in recs
-            if r.payload.get("active_version")
-        }
-
-    def _points(self, name: str, where: Where) -> list[Record]:
-        """Points to index; whole payloads when the payload cache takes them (the text, the
-        bulk of them, is read anyway)."""
-        return self.store.scroll(name, where, fields=None if self.payload_cache else _SCAN_KEYS)
-
-    def _rows(
-        self,
-        recs: Iterable[Record],
-        sigs: dict[str, DocSig],
-        basis: dict[str, float],
-        doc_code: dict[str, int],
-        docs: list[str],
-        doc_payload: list[dict[str, Any] | None],
-        kept: list[Record],
-    ) -> dict[str, Rows]:
-        """Rows of the current, non-RESTRICTED points among ``recs``, weighted as the pipeline
-        weights them; new documents get codes in ``doc_code``/``docs``/``doc_payload``; the
-        points indexed are appended to ``kept``."""
-        out = {f: Rows() for f in FIELD_KINDS}
-        by_kind = {k: f for f, k in FIELD_KINDS.items()}
-        n = 0
-        for r in recs:
-            p = r.payload
-            f = by_kind.get(p.get("kind", ""))
-            doc_id = p.get("doc_id")
-            sig = sigs.get(doc_id) if isinstance(doc_id, str) else None
-            if f is None or sig is None or p.get("version") != sig[0] or p.get("state") != "live":
-                continue
-            if point_restricted(p):
-                continue
-            toks = tokenize(p.get("text", ""))
-            if not toks:
-                continue  # no vector in the store either
-            n += 1
-            if n % 512 == 0 and self._closed:
-                raise Unsupported("closing")
-            vec = document_vector(toks, basis[f], self.bm25)
-            code = doc_code.get(doc_id)
-            if code is None:
-                code = doc_code[doc_id] = len(docs)
-                docs.append(doc_id)
-                doc_payload.append(None)
-            if doc_payload[code] is None:
-                doc_payload[code] = {k: p[k] for k in DOC_KEYS if k in p}
-            rows = out[f]
-            rows.ids.append(r.id)
-            rows.doc.append(code)
-            rows.page.append(int(p["page"]))
-            rows.chunk_ids.append(p.get("chunk_id"))
-            rows.classes.append(p.get(CLASSIFICATION))
-            rows.terms.append(np.asarray(vec.indices, dtype=np.uint32))
-            rows.vals.append(np.asarray(vec.values, dtype=np.float32))
-            kept.append(r)
-        return out
-
-    def _build(
-        self, name: str, active: Any, sigs: dict[str, DocSig], basis: dict[str, float]
-    ) -> tuple[LibView, list[Record]] | None:
-        t0 = time.perf_counter()
-        docs: list[str] = []
-        doc_code: dict[str, int] = {}
-        doc_payload: list[dict[str, Any] | None] = []
-        recs: list[Record] = []
-        for kind in (KIND_PAGE, KIND_CHUNK):  # passages last: the most used payloads stay cached
-            recs.extend(self._points(name, Where(kind=kind, live=True)))
-        kept: list[Record] = []
-        try:
-            rows = self._rows(recs, sigs, basis, doc_code, docs, doc_payload, kept)
-            fields = {f: field_from_rows(FIELD_KINDS[f], r) for f, r in rows.items()}
-        except Unsupported as e:
-            logger.info("lexical index of library %s not built: %s", name, e)
-            return None
-        view = LibView(active, dict(sigs), dict(basis), docs, doc_code, doc_payload, fields)
-        logger.info(
-            "lexical index of library %s built: %d documents, %s rows, %d postings, %.1f MB in %.2f s",
-            name, len(sigs), {f: fi.n_rows for f, fi in fields.items()},
-            sum(fi.n_postings for fi in fields.values()), view.nbytes() / 1e6, time.perf_counter() - t0,
-        )
-        return view, kept
-
-    def _patch(
-        self, name: str, old: LibView, active: Any, sigs: dict[str, DocSig], changed: set[str],
-        basis: dict[str, float],
-    ) -> tuple[LibView, list[Record]] | None:
-        docs = list(old.docs)
-        doc_code = dict(old.doc_code)
-        doc_payload = list(old.doc_payload)
-        drop = np.asarray([doc_code[d] for d in changed if d in doc_code], dtype=np.int32)
-        for d in changed:
-            if d in doc_code:
-                doc_payload[doc_code[d]] = None
-        recs: list[Record] = []
-        for d in sorted(changed):
-            if d in sigs:
-                recs.extend(self._points(name, Where(doc_id=d, version=sigs[d][0], live=True)))
-        kept: list[Record] = []
-        try:
-            rows = self._rows(recs, sigs, basis, doc_code, docs, doc_payload, kept)
-            fields = {
-                f: patched(old.fields[f], drop, field_from_rows(FIELD_KINDS[f], r)) for f, r in rows.items()
-            }
-        except Unsupported as e:
-            logger.info("lexical index of library %s not patched: %s", name, e)
-            return None
-        return LibView(active, dict(sigs), dict(basis), docs, doc_code, doc_payload, fields), kept
-
-    # -- payloads -------------------------------------------------------------------------------
-
-    def _prefill(self, name: str, view: LibView, recs: list[Record]) -> None:
-        """Cache the whole payloads read while indexing (when they were read whole)."""
-        if not self.payload_cache or not recs:  # without a cache, _points read only _SCAN_KEYS
-            return
-        with self._plock:
-            for r in recs:
-                p = r.payload
-                sig = view.sigs.get(p.get("doc_id", ""))
-                if sig is None or sig[0] != p.get("version"):
-                    continue
-                self._payloads[(name, r.id)] = (sig, p)
-                self._payloads.move_to_end((name, r.id))
-            while len(self._payloads) > self.payload_cache:
-                self._payloads.popitem(last=False)
-
-    def _drop_payloads(self, name: str, docs: set[str] | None = None) -> None:
-        with self._plock:
-            for key in [k for k, (_, p) in self._payloads.items()
-                        if k[0] == name and (docs is None or p.get("doc_id") in docs)]:
-                del self._payloads[key]
