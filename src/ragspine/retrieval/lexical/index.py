@@ -152,7 +152,8 @@ class LexicalIndex:
         self._update_locks: dict[str, threading.Lock] = {}
         self._refused: dict[str, int] = {}  # library -> token count it was refused at
         self._closed = False
-        self._builder = ViewBuilder(store, bm25, whole_payloads=bool(payload_cache), closing=lambda: self._closed)
+        self._closing = threading.Event()  # set with _closed; not a lambda on self: a cycle kept the store open
+        self._builder = ViewBuilder(store, bm25, whole_payloads=bool(payload_cache), closing=self._closing.is_set)
         self._cache = PayloadCache(store, payload_cache)
         #: Searches answered by the index / by the store (observability and tests; counted
         #: without a lock, so approximate under concurrency).
@@ -343,6 +344,7 @@ class LexicalIndex:
         """Stop: wait for running updates (they stop at their next step) and release memory."""
         with self._lock:
             self._closed = True
+            self._closing.set()
             jobs = list(self._jobs.values())
         for j in jobs:
             j.join()
