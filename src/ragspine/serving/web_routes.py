@@ -17,7 +17,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
 from starlette.types import Scope
 
-#: Where index.html, app.js and style.css live (``[tool.setuptools.package-data]``).
+#: Where index.html, style.css and the page's ES modules (app.js, the entry, and the modules it
+#: imports) live (``[tool.setuptools.package-data]``).
 WEB_DIR = Path(str(files("ragspine.serving").joinpath("web")))
 
 CONTENT_SECURITY_POLICY = "; ".join((
