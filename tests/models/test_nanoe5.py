@@ -55,7 +55,7 @@ def test_chinese_questions_find_the_english_passage_with_the_same_fact(e5) -> No
 
 
 def test_order_and_batching_do_not_change_a_vector(e5) -> None:  # type: ignore[no-untyped-def]
-    texts = [en for en, _ in PAIRS] * 10  # 40 texts: two batches of 32 and 8
+    texts = [en for en, _ in PAIRS] * 75  # 300 texts: batches of 256 and 44, each cut into passes
     many = e5.encode(texts, kind="document")
     one = e5.encode([texts[5]], kind="document")[0]
     assert np.allclose(many[5], one, atol=1e-5) and np.allclose(many[1], many[5], atol=1e-5)
