@@ -51,5 +51,12 @@ def dying(backend: str) -> FileDrivenEngine:
     return FileDrivenEngine(die=True)
 
 
+def env_recording(backend: str) -> FileDrivenEngine:
+    """Writes ``env-<pid>``: the oneDNN cache setting the engine finds when it loads."""
+    value = os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "<unset>")
+    (Path(os.environ[_DIR]) / f"env-{os.getpid()}").write_text(value)
+    return FileDrivenEngine()
+
+
 def unloadable(backend: str) -> FileDrivenEngine:
     raise RuntimeError("this engine cannot load in a worker")  # the pool's probe fails

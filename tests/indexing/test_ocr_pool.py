@@ -170,6 +170,23 @@ def test_workers_run_at_the_configured_niceness(drive: Path) -> None:
         pool.close()
 
 
+@pytest.mark.parametrize(("operator", "expected"), [(None, "0"), ("64", "64")])
+def test_workers_load_their_engine_with_onednn_s_primitive_cache_off_unless_the_operator_set_it(
+        drive: Path, monkeypatch: pytest.MonkeyPatch, operator: str | None, expected: str) -> None:
+    if operator is None:
+        monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", operator)
+    pool = OcrProcesses(1, factory=ocr_engines.env_recording)
+    try:
+        pool.read(_scan(1), [1], OPTS)
+        (pid,) = pool.pids()
+        assert (drive / f"env-{pid}").read_text() == expected
+    finally:
+        pool.close()
+    assert os.environ.get("ONEDNN_PRIMITIVE_CACHE_CAPACITY") == operator  # the ingesting process is untouched
+
+
 def test_workers_that_cannot_start_fall_back_to_the_ingesting_thread(drive: Path) -> None:
     from ragspine.indexing.ocr import OcrStage
     from ragspine.indexing.ocr_pool import PoolUnavailable
