@@ -190,6 +190,39 @@ def run_pool(jobs: list[tuple[Path, list[int]]], opts: Any, workers: int, backen
             "load_avg": round(os.getloadavg()[0], 2)}, texts
 
 
+def choose_documents(docs_dir: Path, opts: Any, n_docs: int) -> tuple[dict[str, list[tuple[int, str]]], list[str]]:
+    """Every PDF's pages with their kind from the OCR plan (``born-digital``, ``chart``,
+    ``scanned``), and the ``n_docs`` documents measured: half with the most raster-image
+    (chart) pages, half with the most scanned pages, fewest pages first among equals."""
+    import pymupdf
+
+    from ragspine.ocr import plan_page
+
+    plans: dict[str, list[tuple[int, str]]] = {}
+    for f in sorted(docs_dir.glob("*.pdf")):
+        doc = pymupdf.open(f)
+        kinds = []
+        for i in range(doc.page_count):
+            regions = plan_page(doc.load_page(i), opts.mode, opts.min_text_chars, opts.min_image_fraction,
+                                opts.band)  # type: ignore[arg-type]
+            kinds.append((i + 1, "born-digital" if not regions else
+                          "scanned" if regions[0].reason == "no_text_layer" else "chart"))
+        doc.close()
+        plans[f.name] = kinds
+    # Half the documents with the most raster-image (chart) pages, half with the most scanned
+    # pages, fewest pages first among equals: every kind of page is measured.
+    def most(kind: str) -> list[str]:
+        have = [n for n in plans if any(k == kind for _, k in plans[n])]
+        return sorted(have, key=lambda n: (-sum(k == kind for _, k in plans[n]) / len(plans[n]), len(plans[n]), n))
+
+    chosen: list[str] = []
+    for name in [x for pair in zip(most("chart"), most("scanned")) for x in pair]:
+        if name not in chosen and len(chosen) < n_docs:
+            chosen.append(name)
+
+    return plans, chosen
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -197,7 +230,7 @@ def main() -> int:
     ap.add_argument("--dpi", type=int, default=None, help="OCR dpi (default: RAGSPINE_OCR_DPI's default)")
     ap.add_argument("--workers", type=int, nargs="+", default=None,
                     help="worker counts to measure (default: RAGSPINE_OCR_WORKERS's auto, one per core)")
-    ap.add_argument("--backend", default="auto", choices=["auto", "openvino", "onnxruntime"])
+    ap.add_argument("--backend", default="auto", choices=["auto", "openvino", "onnxruntime", "torch"])
     ap.add_argument("--no-baseline", action="store_true", help="skip the same-run baseline (it is the slowest)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -229,27 +262,7 @@ def main() -> int:
         parts = line.split()
         if len(parts) == 3 and parts[2].isdigit() and int(parts[2]) > 0:
             qrels[parts[0]][parts[1]] = int(parts[2])
-    plans: dict[str, list[tuple[int, str]]] = {}
-    for f in sorted(docs_dir.glob("*.pdf")):
-        doc = pymupdf.open(f)
-        kinds = []
-        for i in range(doc.page_count):
-            regions = plan_page(doc.load_page(i), opts.mode, opts.min_text_chars, opts.min_image_fraction,
-                                opts.band)  # type: ignore[arg-type]
-            kinds.append((i + 1, "born-digital" if not regions else
-                          "scanned" if regions[0].reason == "no_text_layer" else "chart"))
-        doc.close()
-        plans[f.name] = kinds
-    # Half the documents with the most raster-image (chart) pages, half with the most scanned
-    # pages, fewest pages first among equals: every kind of page is measured.
-    def most(kind: str) -> list[str]:
-        have = [n for n in plans if any(k == kind for _, k in plans[n])]
-        return sorted(have, key=lambda n: (-sum(k == kind for _, k in plans[n]) / len(plans[n]), len(plans[n]), n))
-
-    chosen: list[str] = []
-    for name in [x for pair in zip(most("chart"), most("scanned")) for x in pair]:
-        if name not in chosen and len(chosen) < args.docs:
-            chosen.append(name)
+    plans, chosen = choose_documents(docs_dir, opts, args.docs)
 
     # What ingest pays per page without OCR: parse (text blocks, lines, boxes) and the plan.
     layer: dict[str, str] = {}

@@ -140,14 +140,14 @@ class Settings(BaseSettings):
     #: Niceness added to the OCR worker processes (0-19): they yield the CPU to searches and
     #: to the rest of ingest, and take every idle core otherwise (the CLI and eval lose nothing).
     ocr_worker_nice: int = Field(default=10, ge=0, le=19)
-    #: Inference backend of the OCR models: ``auto`` (OpenVINO when installed, else
-    #: onnxruntime), ``openvino`` or ``onnxruntime``. Recognition of one dense A4 scan: 7.9 s
-    #: on onnxruntime, 2.7 s on OpenVINO (one thread; bench/ocr_engine.py).
-    ocr_backend: Literal["auto", "openvino", "onnxruntime"] = "auto"
-    #: Where the OCR models run: ``cpu``, ``cuda`` (onnxruntime-gpu's CUDA provider: one engine
-    #: in the ingesting process, no worker pool; Ray OCR tasks ask for RAGSPINE_RAY_OCR_GPUS)
-    #: or ``auto``, which is ``cpu`` until OCR on a GPU has been measured against the CPU pool
-    #: (ragspine.ocr.rapid.resolve_device).
+    #: Inference backend of the OCR models: ``auto`` (on the CPU OpenVINO when installed, else
+    #: onnxruntime; on CUDA torch, else onnxruntime-gpu), ``openvino``, ``onnxruntime`` or
+    #: ``torch`` (the ONNX files converted by onnx2torch). Recognition of one dense A4 scan:
+    #: 7.9 s on onnxruntime, 2.7 s on OpenVINO (one thread; bench/ocr_engine.py).
+    ocr_backend: Literal["auto", "openvino", "onnxruntime", "torch"] = "auto"
+    #: Where the OCR models run: ``cpu``, ``cuda`` (torch with a GPU, or onnxruntime-gpu's CUDA
+    #: provider: one engine in the ingesting process, no worker pool; Ray OCR tasks ask for
+    #: RAGSPINE_RAY_OCR_GPUS) or ``auto``, which is ``cpu`` (ragspine.ocr.rapid.resolve_device).
     ocr_device: Literal["auto", "cpu", "cuda"] = "auto"
 
     #: Target passage length in characters, and the overlap between neighbouring passages.

@@ -83,20 +83,32 @@ def test_backend_auto_is_openvino_when_it_imports_and_onnxruntime_otherwise(
     assert RapidOcrEngine().backend == "onnxruntime"
     with pytest.raises(OcrUnavailableError, match="pip install openvino"):
         RapidOcrEngine(backend="openvino")
-    with pytest.raises(OcrInputError, match="OCR backend must be one of auto, openvino, onnxruntime, got 'tpu'"):
+    with pytest.raises(OcrInputError, match="OCR backend must be one of auto, openvino, onnxruntime, torch, got 'tpu'"):
         RapidOcrEngine(backend="tpu")  # type: ignore[arg-type]
 
 
-def test_device_auto_is_the_cpu_and_cuda_without_its_provider_names_the_wheel() -> None:
+def test_device_auto_is_the_cpu_and_cuda_without_a_gpu_says_what_each_runtime_lacks() -> None:
     import onnxruntime
+    import torch
 
-    # This machine's onnxruntime is the CPU wheel (no CUDA provider): worked out from the
-    # package itself, not from ragspine.
+    # This machine has onnxruntime's CPU wheel (no CUDA provider) and torch without a GPU:
+    # worked out from the packages themselves, not from ragspine.
     assert "CUDAExecutionProvider" not in onnxruntime.get_available_providers()
+    assert not torch.cuda.is_available()
     assert RapidOcrEngine(device="auto").device == "cpu"
-    with pytest.raises(OcrUnavailableError, match=r"RAGSPINE_OCR_DEVICE=cuda.*pip uninstall onnxruntime\).*"
-                                                   r"pip install onnxruntime-gpu"):
+    with pytest.raises(OcrUnavailableError) as info:
         RapidOcrEngine(device="cuda")
+    assert str(info.value) == (
+        "OCR on a GPU (RAGSPINE_OCR_DEVICE=cuda) needs torch with a CUDA device and onnx2torch "
+        "(pip install 'ragspine[gpu]'), or onnxruntime-gpu: "
+        f"torch {torch.__version__} sees no CUDA device; this onnxruntime has only "
+        f"{', '.join(onnxruntime.get_available_providers())}; for onnxruntime-gpu, first: pip uninstall onnxruntime")
+    with pytest.raises(OcrUnavailableError, match=r"needs onnxruntime-gpu's CUDA provider: this onnxruntime has only"):
+        RapidOcrEngine(device="cuda", backend="onnxruntime")
+    with pytest.raises(OcrUnavailableError, match=r"needs torch with a CUDA device .*: torch \S+ sees no CUDA device$"):
+        RapidOcrEngine(device="cuda", backend="torch")
+    with pytest.raises(OcrInputError, match="openvino runs on the CPU only"):
+        RapidOcrEngine(device="cuda", backend="openvino")
     with pytest.raises(OcrInputError, match="OCR device must be one of auto, cpu, cuda, got 'npu'"):
         RapidOcrEngine(device="npu")  # type: ignore[arg-type]
 
@@ -140,8 +152,8 @@ def test_real_detection_never_sees_a_side_over_the_cap() -> None:
 def test_real_ocr_on_cuda_reads_what_the_cpu_reads() -> None:
     scan = rasterised(report_page(), dpi=200)[0]
     kw: dict[str, Any] = {"mode": "auto", "dpi": 150, "min_text_chars": 20, "min_image_fraction": 0.1}
-    gpu = RapidOcrEngine(device="cuda")
-    assert (gpu.device, gpu.backend) == ("cuda", "onnxruntime") and gpu.name.endswith(":cuda")
+    gpu = RapidOcrEngine(device="cuda")  # torch: the device image's onnxruntime is the CPU wheel
+    assert (gpu.device, gpu.backend) == ("cuda", "torch") and gpu.name.endswith(":torch:cuda")
     on_gpu = ocr_page(scan, gpu, cache=OcrCache(), **kw)
     on_cpu = ocr_page(scan, RapidOcrEngine(backend="onnxruntime"), cache=OcrCache(), **kw)
     assert [ln.text for ln in on_gpu.lines] == [ln.text for ln in on_cpu.lines]
@@ -390,9 +402,10 @@ def test_sessions_that_fell_back_to_the_cpu_are_refused_when_cuda_was_asked() ->
 
 def test_an_openvino_that_refuses_the_cache_property_still_compiles(monkeypatch: pytest.MonkeyPatch) -> None:
     import ragspine.ocr.rapid as rapid
+    import ragspine.ocr.sessions as sessions
 
     # An unusable value makes this OpenVINO refuse the property, as one without it would.
-    monkeypatch.setattr(rapid, "_OV_SHAPE_CACHE", "not-a-number")
-    session = rapid._OpenVinoSession(rapid._models_dir() / rapid._DET_MODEL, threads=1)
+    monkeypatch.setattr(sessions, "OV_SHAPE_CACHE", "not-a-number")
+    session = sessions.OpenVinoSession(rapid._models_dir() / rapid._DET_MODEL, threads=1)
     out = session(np.zeros((1, 3, 64, 64), np.float32))[0]  # (1, 1, 64, 64) probability map
     assert out.shape == (1, 1, 64, 64)

@@ -73,7 +73,7 @@ class Indexer:
         #: that needs reading; None with one worker (OCR on the ingesting thread), OCR off, or
         #: OCR on a GPU (one engine here: RAGSPINE_OCR_DEVICE=cuda, checked now, not at a page).
         workers = auto_workers(settings.ocr_workers)
-        on_gpu = settings.ocr != "off" and resolve_device(settings.ocr_device) == "cuda"
+        on_gpu = settings.ocr != "off" and resolve_device(settings.ocr_device, settings.ocr_backend) == "cuda"
         self.ocr_pool = (OcrProcesses(workers, nice=settings.ocr_worker_nice, backend=settings.ocr_backend)
                          if workers > 1 and settings.ocr != "off" and not on_gpu else None)
         #: OCR of pages whose text is only in pixels, before the policy (RAGSPINE_OCR).

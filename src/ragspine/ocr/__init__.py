@@ -18,6 +18,8 @@ Needs ``rapidocr-onnxruntime`` (the engine, imported on first use) and ``wordnin
 word list splits glued English words); both are named in the error raised when absent.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ragspine.ocr.base import (
     OcrEngine,
     OcrError,
@@ -25,19 +27,43 @@ from ragspine.ocr.base import (
     OcrLine,
     OcrUnavailableError,
 )
-from ragspine.ocr.page import OcrCache, PageLine, PageOcr, ocr_page
-from ragspine.ocr.plan import (
-    MAX_SIDE_PX,
-    OcrMode,
-    Part,
-    Region,
-    is_stamp_region,
-    plan_page,
-    render_region,
-    select_regions,
-)
-from ragspine.ocr.rapid import RapidOcrEngine
-from ragspine.ocr.words import split_glued
+
+if TYPE_CHECKING:
+    from ragspine.ocr.page import OcrCache, PageLine, PageOcr, ocr_page
+    from ragspine.ocr.plan import (
+        MAX_SIDE_PX,
+        OcrMode,
+        Part,
+        Region,
+        is_stamp_region,
+        plan_page,
+        render_region,
+        select_regions,
+    )
+    from ragspine.ocr.rapid import RapidOcrEngine
+    from ragspine.ocr.words import split_glued
+
+# The rest is imported on first use: the engine (ragspine.ocr.rapid) must load where PyMuPDF,
+# which the page functions need, is not installed (an OCR-only task on a GPU machine).
+_LAZY = {
+    **dict.fromkeys(("OcrCache", "PageLine", "PageOcr", "ocr_page"), "page"),
+    **dict.fromkeys(("MAX_SIDE_PX", "OcrMode", "Part", "Region", "is_stamp_region", "plan_page",
+                     "render_region", "select_regions"), "plan"),
+    "RapidOcrEngine": "rapid",
+    "split_glued": "words",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ragspine.ocr' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"ragspine.ocr.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MAX_SIDE_PX",

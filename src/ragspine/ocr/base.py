@@ -71,8 +71,11 @@ class OcrUnavailableError(OcrError):
     type = "missing-extra"
     title = "Optional dependency missing"
 
-    def __init__(self, package: str, purpose: str) -> None:
+    def __init__(self, package: str, purpose: str, *, detail: str | None = None) -> None:
+        # ``detail`` replaces "not installed" where what is missing is more than one package
+        # (a GPU, a provider): the message then says what was found instead.
         super().__init__(
+            f"{purpose} needs {package}: {detail}" if detail else
             f"{purpose} needs the '{package}' package, which is not installed: "
             f"pip install {package}"
         )

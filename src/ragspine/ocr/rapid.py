@@ -33,7 +33,19 @@ Choices measured on rendered report pages (rapidocr-onnxruntime 1.4.4, bench/ocr
   7.9 s on onnxruntime, 3.9 s on OpenVINO in float32 (outputs equal to 2.5e-4) and 2.7 s in
   OpenVINO's default precision on a CPU with AMX (bfloat16; 52 of 53 lines read alike, every
   word still read). Recognition is ~94 % of a page's OCR, detection the rest. RapidOCR keeps
-  its pre- and post-processing; only the two sessions are swapped (:class:`_OpenVinoSession`).
+  its pre- and post-processing; only the two sessions are swapped
+  (:class:`ragspine.ocr.sessions.OpenVinoSession`).
+* On a GPU the same ONNX files run on torch (``backend="torch"``, converted by onnx2torch at
+  load, :class:`ragspine.ocr.sessions.TorchSession`), or on onnxruntime-gpu's CUDA provider
+  where that wheel replaces the CPU one. Recognition reduces its (crops, steps, 6,625 classes)
+  scores to the best class and its probability on the device: the full scores of one page's
+  lines are ~150 MB to copy back, the reduced ones ~50 kB. Measured on one H200 against
+  onnxruntime on the same machine's 16 cores (bench/ocr_device.py, 40 MMLongBench pages,
+  1,473 lines): 2.4-3.0 pages/s against 1.2-1.4 (1.7-2.2x), 90 % of the lines read with the
+  same text. Recognition batches stay RapidOCR's 6 crops on the GPU too: 32 gave 3.7 pages/s
+  but 73 % of lines alike (a batch pads its crops to the widest, and the recogniser's sequence
+  mixing sees the padding). The rest of the gap is TF32, torch's default for float32
+  convolutions on the GPU: with it off, every line matched, at 0.9 pages/s.
 * ``threads``: one engine per worker process with one thread each beats one engine on every
   core (onnxruntime and OpenVINO alike: ragspine.indexing.ocr_pool).
 """
@@ -56,6 +68,7 @@ from ragspine.ocr.base import (
     OcrUnavailableError,
     check_rgb_image,
 )
+from ragspine.ocr.sessions import OpenVinoSession, ReducedCtcDecode, TorchSession, torch_cuda_status
 
 logger = logging.getLogger(__name__)
 
@@ -69,16 +82,6 @@ DEFAULT_MAX_SIDE_PX = 4000
 _VERTICAL_ASPECT = 1.5
 #: PP-OCRv4's recogniser input height in pixels, when the loaded model does not say.
 _REC_HEIGHT = 48
-#: OpenVINO inputs are padded to a multiple of these many pixels (see _OpenVinoSession):
-#: detection images on both sides, recognition batches in width.
-_DET_SIDE_STEP = 256
-_REC_WIDTH_STEP = 64
-#: Entries of OpenVINO's CPU cache of primitives prepared per input shape (its property
-#: CPU_RUNTIME_CACHE_CAPACITY, default 5000; None keeps the default). Every page brings new
-#: shapes, so the cache only grows. One worker over 420 MMLongBench pages: 2.08 GB at its peak
-#: with the default, 1.55 GB with none (1.40 GB with the heap trimmed after each page as well,
-#: ragspine.indexing.ocr_pool), in the same time (32 entries: the same as none).
-_OV_SHAPE_CACHE: int | None = 0
 #: The longest side of a detection input, in pixels. RapidOCR brings an image's short side up
 #: to 736 px before detection with no bound on the long side: a 2000 x 300 px banner became
 #: 4907 x 736, and OpenVINO keeps memory for the largest input it has seen (detection on
@@ -97,11 +100,12 @@ _MIN_SIDE_PX = 2.0
 _PACKAGE = "rapidocr-onnxruntime"
 
 #: Inference backends of the two ONNX models: ``auto`` is OpenVINO when it imports, else
-#: onnxruntime (see the module doc for why).
-OcrBackend = Literal["auto", "openvino", "onnxruntime"]
+#: onnxruntime on the CPU; on CUDA, torch when it sees a GPU, else onnxruntime-gpu (see the
+#: module doc and :func:`resolve_backend`).
+OcrBackend = Literal["auto", "openvino", "onnxruntime", "torch"]
 BACKENDS: tuple[str, ...] = get_args(OcrBackend)
-#: Where the models run: ``cuda`` is onnxruntime's CUDA provider (the ``onnxruntime-gpu``
-#: wheel); ``auto`` is ``cpu`` (see :func:`resolve_device`).
+#: Where the models run: ``cuda`` is a GPU through torch or onnxruntime-gpu; ``auto`` is
+#: ``cpu`` (see :func:`resolve_device`).
 OcrDevice = Literal["auto", "cpu", "cuda"]
 DEVICES: tuple[str, ...] = get_args(OcrDevice)
 _CUDA_PROVIDER = "CUDAExecutionProvider"
@@ -130,13 +134,12 @@ class RapidOcrEngine:
         self.text_score = float(text_score)
         self.max_side_px = int(max_side_px)
         self.threads = threads
-        self.device: str = resolve_device(device)
-        # CUDA runs through onnxruntime's provider: OpenVINO's wheel has no CUDA device.
-        self.backend: str = "onnxruntime" if self.device == "cuda" else resolve_backend(backend)
+        self.device: str = resolve_device(device, backend)
+        self.backend: str = resolve_backend(backend, self.device)
         # The backend and device are part of the name (and so of the OCR cache key): their
         # readings may differ from onnxruntime's on the CPU in a character now and then.
         self.name = (f"rapidocr-onnxruntime:ppocrv4:score={self.text_score:g}:side={self.max_side_px}"
-                     + (":openvino" if self.backend == "openvino" else "")
+                     + (f":{self.backend}" if self.backend in ("openvino", "torch") else "")
                      + (":cuda" if self.device == "cuda" else ""))
         self._ocr: Any = None  # rapidocr_onnxruntime.RapidOCR, created by _load()
         self._load_lock = threading.Lock()
@@ -159,7 +162,7 @@ class RapidOcrEngine:
                 }
                 if self.threads is not None:
                     kwargs["intra_op_num_threads"] = self.threads
-                if self.device == "cuda":
+                if self.device == "cuda" and self.backend == "onnxruntime":
                     kwargs.update(det_use_cuda=True, rec_use_cuda=True)
                 try:
                     ocr = RapidOCR(**kwargs)
@@ -167,12 +170,18 @@ class RapidOcrEngine:
                         det = ocr.text_det
                         det.get_preprocess = lambda _longest: _det_resize(det.limit_side_len, _DET_MAX_SIDE,
                                                                           det.mean, det.std)
-                    if self.device == "cuda":
+                    if self.device == "cuda" and self.backend == "onnxruntime":
                         _check_on_cuda(ocr)
+                    models = _models_dir()
                     if self.backend == "openvino":
-                        models = _models_dir()
-                        ocr.text_det.infer = _OpenVinoSession(models / _DET_MODEL, self.threads)
-                        ocr.text_rec.session = _OpenVinoSession(models / _REC_MODEL, self.threads)
+                        ocr.text_det.infer = OpenVinoSession(models / _DET_MODEL, self.threads)
+                        ocr.text_rec.session = OpenVinoSession(models / _REC_MODEL, self.threads)
+                    elif self.backend == "torch":
+                        where = "cuda" if self.device == "cuda" else "cpu"
+                        ocr.text_det.infer = TorchSession(models / _DET_MODEL, where, self.threads)
+                        ocr.text_rec.session = TorchSession(models / _REC_MODEL, where, self.threads,
+                                                            reduce_classes=True)
+                        ocr.text_rec.postprocess_op = ReducedCtcDecode(ocr.text_rec.postprocess_op)
                     self._ocr = ocr
                 except Exception as exc:
                     raise OcrError(
@@ -250,10 +259,22 @@ def openvino_available() -> bool:
     return True
 
 
-def resolve_backend(backend: str) -> str:
-    """``auto`` -> ``openvino`` when it imports, else ``onnxruntime``; an explicit
-    ``openvino`` that cannot import raises :class:`OcrUnavailableError`."""
-    if backend == "onnxruntime":
+def resolve_backend(backend: str, device: str = "cpu") -> str:
+    """The backend that runs the models on ``device`` (``cpu`` or ``cuda``, as resolved by
+    :func:`resolve_device`).
+
+    On the CPU, ``auto`` is ``openvino`` when it imports, else ``onnxruntime``; an explicit
+    ``openvino`` that cannot import raises :class:`OcrUnavailableError`; ``torch`` runs the
+    converted models on the CPU (slower than OpenVINO, kept for checking the GPU path).
+    On CUDA, ``auto`` is ``torch`` when torch sees a GPU and onnx2torch imports, else
+    onnxruntime-gpu; OpenVINO has no CUDA device."""
+    if backend not in BACKENDS:
+        raise OcrInputError(f"OCR backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if device == "cuda":  # resolve_device has refused openvino there
+        if backend == "auto":
+            return "torch" if torch_cuda_status() is None else "onnxruntime"
+        return backend
+    if backend in ("onnxruntime", "torch"):
         return backend
     if openvino_available():
         return "openvino"
@@ -297,25 +318,44 @@ def _det_resize(short_side: int, max_side: int, mean: Any, std: Any) -> Any:
 _DET_RESIZE: Any = None
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cpu``: OCR on a GPU has not yet been measured against the CPU worker pool
-    (no device machine so far), and the issue that added it asks for that measurement before it
-    becomes the automatic choice. ``cuda`` -> ``cuda`` if onnxruntime has its CUDA provider, else
-    :class:`OcrUnavailableError` naming the wheel that has it."""
+def resolve_device(device: str, backend: str = "auto") -> str:
+    """``auto`` -> ``cpu``: OCR on a GPU is not yet the automatic choice (see the README's
+    GPU figures for why). ``cuda`` -> ``cuda`` when ``backend`` can run there: torch with a
+    GPU and onnx2torch (``backend`` auto or torch), or onnxruntime's CUDA provider (auto or
+    onnxruntime); else :class:`OcrUnavailableError` naming what is missing."""
     if device not in DEVICES:
         raise OcrInputError(f"OCR device must be one of {', '.join(DEVICES)}, got {device!r}")
     if device != "cuda":
         return "cpu"
+    if backend == "openvino":
+        raise OcrInputError("OCR backend openvino runs on the CPU only: with RAGSPINE_OCR_DEVICE=cuda "
+                            "use RAGSPINE_OCR_BACKEND=auto, torch or onnxruntime")
+    torch_missing = torch_cuda_status() if backend in ("auto", "torch") else None
+    if backend == "torch" and torch_missing is None:
+        return "cuda"
+    ort_missing = _ort_cuda_status() if backend in ("auto", "onnxruntime") else None
+    if backend == "onnxruntime" and ort_missing is None:
+        return "cuda"
+    if backend == "auto" and (torch_missing is None or ort_missing is None):
+        return "cuda"
+    missing = "; ".join(m for m in (torch_missing, ort_missing) if m)
+    needs = {"torch": "torch with a CUDA device and onnx2torch (pip install 'ragspine[gpu]')",
+             "onnxruntime": "onnxruntime-gpu's CUDA provider"}.get(
+        backend, "torch with a CUDA device and onnx2torch (pip install 'ragspine[gpu]'), or onnxruntime-gpu")
+    raise OcrUnavailableError(needs, "OCR on a GPU (RAGSPINE_OCR_DEVICE=cuda)", detail=missing)
+
+
+def _ort_cuda_status() -> str | None:
+    """None when onnxruntime has its CUDA provider here, else why not (one line)."""
     try:
         import onnxruntime
-    except ImportError as exc:
-        raise OcrUnavailableError("onnxruntime-gpu", "OCR on a GPU (RAGSPINE_OCR_DEVICE=cuda)") from exc
-    if _CUDA_PROVIDER not in onnxruntime.get_available_providers():
-        raise OcrUnavailableError(
-            "onnxruntime-gpu",
-            f"OCR on a GPU (RAGSPINE_OCR_DEVICE=cuda; this onnxruntime has only "
-            f"{', '.join(onnxruntime.get_available_providers())}, so first: pip uninstall onnxruntime)")
-    return "cuda"
+    except ImportError:
+        return "onnxruntime does not import"
+    providers = onnxruntime.get_available_providers()
+    if _CUDA_PROVIDER in providers:
+        return None
+    return (f"this onnxruntime has only {', '.join(providers)}; for onnxruntime-gpu, "
+            f"first: pip uninstall onnxruntime")
 
 
 def _check_on_cuda(ocr: Any) -> None:
@@ -328,54 +368,6 @@ def _check_on_cuda(ocr: Any) -> None:
         if not providers or providers[0] != _CUDA_PROVIDER:
             raise OcrError(f"OCR {what} did not start on CUDA (providers: {providers or 'none'}): check that "
                            "the NVIDIA driver, CUDA and cuDNN match the onnxruntime-gpu wheel")
-
-
-class _OpenVinoSession:
-    """Stands in for RapidOCR's ``OrtInferSession`` (``session(x)[0]`` is the first output):
-    the same ONNX file compiled by OpenVINO for the CPU. ``threads`` None: OpenVINO's own
-    choice (every core)."""
-
-    def __init__(self, model: Path, threads: int | None) -> None:
-        import openvino as ov
-
-        config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY"}
-        if threads is not None:
-            config["INFERENCE_NUM_THREADS"] = int(threads)
-            # OpenVINO pins its threads to cores by default: one-thread engines in several
-            # worker processes all landed on the same core (2 workers read 1.2x the pages of one
-            # instead of ~1.9x). The OS places them better.
-            config["ENABLE_CPU_PINNING"] = False
-        if _OV_SHAPE_CACHE is not None:
-            config["CPU_RUNTIME_CACHE_CAPACITY"] = str(_OV_SHAPE_CACHE)
-        try:
-            self._model = ov.Core().compile_model(str(model), "CPU", config)
-        except RuntimeError:  # an OpenVINO without that (unlisted) property: its default cache
-            config.pop("CPU_RUNTIME_CACHE_CAPACITY", None)
-            self._model = ov.Core().compile_model(str(model), "CPU", config)
-
-    def __call__(self, batch: np.ndarray) -> list[np.ndarray]:
-        # Inputs padded up to a step of pixels with zeros (what the models' own convolution
-        # padding sees past an edge). OpenVINO compiles and keeps memory per input shape, and
-        # every region and crop batch has its own. bench/ocr.py, 162 MMLongBench pages, two
-        # workers: unpadded 2.49 pages/s and 4.65 GB over the process tree; detection padded to
-        # 256 and recognition to 64 px, 2.87 pages/s and 3.17 GB, nDCG@10 0.4422 against 0.4420.
-        # Recognition padded to 256 px as well saved more (2.78 GB) but read less (0.4417): its
-        # sequence mixing sees the padding, so its step stays small.
-        n, c, h, w = batch.shape  # (n, 3, h, w): detection one image, recognition 48 px high crops
-        rec = h <= _REC_HEIGHT
-        step = _REC_WIDTH_STEP if rec else _DET_SIDE_STEP
-        hh = h if rec else -(-h // step) * step
-        ww = -(-w // step) * step
-        if (hh, ww) != (h, w):
-            padded = np.zeros((n, c, hh, ww), dtype=batch.dtype)
-            padded[:, :, :h, :w] = batch
-            batch = padded
-        out = self._model(batch)[0]  # first output, like onnxruntime's run(None, ...)[0]
-        if out.ndim == 4:  # detection: (n, 1, hh, ww) probability map, cropped back to (h, w)
-            out = out[:, :, :h, :w]
-        # Recognition: (n, ww / 8, classes); the padded columns read as CTC blanks, as the
-        # padding RapidOCR itself adds to the narrower crops of a batch does.
-        return [np.ascontiguousarray(out)]
 
 
 def quad_to_box(quad: Sequence[Sequence[float]], width: int, height: int) -> Box:
