@@ -180,9 +180,59 @@ def replay(args: argparse.Namespace) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
         del engine, ocr
+    for n in args.processes:
+        row = _pool_row(args.dir, manifest, n, args.pool_backend)
+        if rows:
+            base, base_lines = rows[0], readings[rows[0]["engine"]]
+            got = row.pop("readings")
+            row["speedup_vs_first"] = round(row["pages_per_s"] / base["pages_per_s"], 2)
+            same = sum(a == b for x, y in zip(base_lines, got) for a, b in zip(x, y) if len(x) == len(y))
+            row["same_text_share_of_first"] = round(same / max(1, base["lines"]), 4)
+        else:
+            row.pop("readings")
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
-    return 0 if len(rows) == len(args.engines) else 1
+    return 0 if len(rows) == len(args.engines) + len(args.processes) else 1
+
+
+_WORKER_ENGINE: Any = None
+
+
+def _worker_init(backend: str) -> None:
+    global _WORKER_ENGINE
+    from ragspine.ocr import RapidOcrEngine
+
+    _WORKER_ENGINE = RapidOcrEngine(backend=backend, threads=1)  # type: ignore[arg-type]
+    _WORKER_ENGINE._load()
+
+
+def _worker_read(path: str) -> list[str]:
+    import numpy as np
+    from PIL import Image
+
+    return [ln.text for ln in _WORKER_ENGINE.recognize(np.asarray(Image.open(path).convert("RGB")))]
+
+
+def _pool_row(folder: Path, manifest: dict[str, Any], n: int, backend: str) -> dict[str, Any]:
+    """The CPU path's shape: ``n`` worker processes with a one-thread engine each (as
+    ragspine.indexing.ocr_pool runs them), every image submitted at once. The workers start
+    and load their models before the clock starts."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    paths = [str(folder / r["file"]) for r in manifest["images"]]
+    n_pages = len({r["page"] for r in manifest["images"]})
+    with ProcessPoolExecutor(n, mp_context=mp.get_context("spawn"), initializer=_worker_init,
+                             initargs=(backend,)) as pool:
+        list(pool.map(_worker_read, paths[:n]))  # every worker up, models loaded, warmed
+        t = time.perf_counter()
+        got = list(pool.map(_worker_read, paths))
+        wall = time.perf_counter() - t
+    return {"engine": f"cpu:{backend} x {n} one-thread processes", "pages": n_pages, "images": len(paths),
+            "wall_s": round(wall, 2), "pages_per_s": round(n_pages / wall, 2), "lines": sum(map(len, got)),
+            "load_avg": round(os.getloadavg()[0], 2), "readings": got}
 
 
 def models(args: argparse.Namespace) -> int:
@@ -279,6 +329,9 @@ def main() -> int:
     p.add_argument("--engines", nargs="+", default=["cpu:onnxruntime", "cuda:torch"],
                    help="DEVICE:BACKEND, the first is the same-run baseline")
     p.add_argument("--rec-batch", type=int, default=0, help="crops per recognition call (0: the engine's own)")
+    p.add_argument("--processes", type=int, nargs="*", default=[],
+                   help="also read with N one-thread worker processes (the CPU pool's shape), for each N")
+    p.add_argument("--pool-backend", default="onnxruntime", help="the workers' backend (default onnxruntime)")
     p.add_argument("--json", type=Path, default=None)
     m = sub.add_parser("models", help="the two models alone on the shapes a replay recorded")
     m.add_argument("dir", type=Path)
