@@ -200,12 +200,13 @@ def replay(args: argparse.Namespace) -> int:
 _WORKER_ENGINE: Any = None
 
 
-def _worker_init(backend: str) -> None:
+def _worker_init(backend: str, ready: Any) -> None:
     global _WORKER_ENGINE
     from ragspine.ocr import RapidOcrEngine
 
     _WORKER_ENGINE = RapidOcrEngine(backend=backend, threads=1)  # type: ignore[arg-type]
     _WORKER_ENGINE._load()
+    ready.wait(timeout=600)  # every worker loaded before any reads
 
 
 def _worker_read(path: str) -> list[str]:
@@ -224,9 +225,13 @@ def _pool_row(folder: Path, manifest: dict[str, Any], n: int, backend: str) -> d
 
     paths = [str(folder / r["file"]) for r in manifest["images"]]
     n_pages = len({r["page"] for r in manifest["images"]})
-    with ProcessPoolExecutor(n, mp_context=mp.get_context("spawn"), initializer=_worker_init,
-                             initargs=(backend,)) as pool:
-        list(pool.map(_worker_read, paths[:n]))  # every worker up, models loaded, warmed
+    n = min(n, len(paths))  # the warm-up below gives each worker one image
+    ctx = mp.get_context("spawn")
+    ready = ctx.Barrier(n + 1)  # the n workers and this process
+    with ProcessPoolExecutor(n, mp_context=ctx, initializer=_worker_init, initargs=(backend, ready)) as pool:
+        warm = pool.map(_worker_read, paths[:n])  # makes the pool start all n workers
+        ready.wait(timeout=600)  # every worker up with its models loaded
+        list(warm)
         t = time.perf_counter()
         got = list(pool.map(_worker_read, paths))
         wall = time.perf_counter() - t
@@ -258,7 +263,7 @@ def models(args: argparse.Namespace) -> int:
           f"pre- and post-processing took {shapes['other_s']} s there); {os.cpu_count()} cores", flush=True)
     rng = np.random.default_rng(0)
 
-    def run(sessions: dict[str, Any], images: list, sync: Any = None) -> dict[str, float]:
+    def run(sessions: dict[str, Any], images: list) -> dict[str, float]:
         spent = {"detection": 0.0, "recognition": 0.0}
         for image_calls in images:
             for key, shape in image_calls:
@@ -271,6 +276,9 @@ def models(args: argparse.Namespace) -> int:
     rows = []
     for spec in args.engines:
         device, _, backend = spec.partition(":")
+        if backend not in ("onnxruntime", "torch"):
+            print(json.dumps({"engine": spec, "error": "models-only runs onnxruntime or torch"}), flush=True)
+            continue
         try:
             if backend == "onnxruntime":
                 def ort_session(path: Path) -> Any:

@@ -91,10 +91,10 @@ def test_device_auto_is_the_cpu_and_cuda_without_a_gpu_says_what_each_runtime_la
     import onnxruntime
     import torch
 
-    # This machine has onnxruntime's CPU wheel (no CUDA provider) and torch without a GPU:
-    # worked out from the packages themselves, not from ragspine.
-    assert "CUDAExecutionProvider" not in onnxruntime.get_available_providers()
-    assert not torch.cuda.is_available()
+    # For a machine with onnxruntime's CPU wheel (no CUDA provider) and torch without a GPU, as
+    # CI's: worked out from the packages themselves, not from ragspine.
+    if torch.cuda.is_available() or "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("a GPU is usable here: the errors below cannot happen")
     assert RapidOcrEngine(device="auto").device == "cpu"
     with pytest.raises(OcrUnavailableError) as info:
         RapidOcrEngine(device="cuda")
@@ -102,7 +102,8 @@ def test_device_auto_is_the_cpu_and_cuda_without_a_gpu_says_what_each_runtime_la
         "OCR on a GPU (RAGSPINE_OCR_DEVICE=cuda) needs torch with a CUDA device and onnx2torch "
         "(pip install 'ragspine[gpu]'), or onnxruntime-gpu: "
         f"torch {torch.__version__} sees no CUDA device; this onnxruntime has only "
-        f"{', '.join(onnxruntime.get_available_providers())}; for onnxruntime-gpu, first: pip uninstall onnxruntime")
+        f"{', '.join(onnxruntime.get_available_providers())}; for onnxruntime-gpu: pip uninstall onnxruntime, "
+        "then pip install onnxruntime-gpu")
     with pytest.raises(OcrUnavailableError, match=r"needs onnxruntime-gpu's CUDA provider: this onnxruntime has only"):
         RapidOcrEngine(device="cuda", backend="onnxruntime")
     with pytest.raises(OcrUnavailableError, match=r"needs torch with a CUDA device .*: torch \S+ sees no CUDA device$"):
@@ -156,8 +157,13 @@ def test_real_ocr_on_cuda_reads_what_the_cpu_reads() -> None:
     assert (gpu.device, gpu.backend) == ("cuda", "torch") and gpu.name.endswith(":torch:cuda")
     on_gpu = ocr_page(scan, gpu, cache=OcrCache(), **kw)
     on_cpu = ocr_page(scan, RapidOcrEngine(backend="onnxruntime"), cache=OcrCache(), **kw)
-    assert [ln.text for ln in on_gpu.lines] == [ln.text for ln in on_cpu.lines]
+    # The same lines, in the same places. Their text may differ by a character: TF32
+    # convolutions on the GPU read ~10 % of MMLongBench lines differently (docs/measured.md).
+    from difflib import SequenceMatcher
+
+    assert len(on_gpu.lines) == len(on_cpu.lines)
     for g, c in zip(on_gpu.lines, on_cpu.lines):
+        assert SequenceMatcher(None, g.text, c.text).ratio() >= 0.9, (g.text, c.text)
         assert_box_near(g.box, c.box, 1.0)
 
 

@@ -105,6 +105,10 @@ def test_reduced_scores_decode_to_what_the_full_scores_decode() -> None:
 
 
 def test_a_cuda_session_without_a_gpu_says_so() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("torch sees a GPU here")
     with pytest.raises(RuntimeError, match=r"torch sees no CUDA device \(asked for cuda\)"):
         TorchSession(rapid._models_dir() / rapid._DET_MODEL, "cuda")
 
@@ -131,12 +135,35 @@ def test_cuda_runs_on_torch_first_then_onnxruntime_gpu(
     assert engine.name.endswith(":torch:cuda" if want == "torch" else "side=4000:cuda")
 
 
-def test_torch_on_the_cpu_is_a_backend_of_its_own_name() -> None:
+def test_torch_on_the_cpu_is_a_backend_of_its_own_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
     engine = RapidOcrEngine(backend="torch")
     assert (engine.device, engine.backend) == ("cpu", "torch")
     assert engine.name.endswith(":torch")  # part of the OCR cache key
     with pytest.raises(OcrInputError, match="OCR backend must be one of"):
         rapid.resolve_backend("tpu", "cuda")
+    with pytest.raises(OcrInputError, match="openvino runs on the CPU only"):
+        rapid.resolve_backend("openvino", "cuda")
+    # Without onnx2torch the engine is refused when built, naming the package, not at a page.
+    monkeypatch.setitem(sys.modules, "onnx2torch", None)
+    with pytest.raises(OcrUnavailableError, match=r"^OCR on torch \(RAGSPINE_OCR_BACKEND=torch\) needs the "
+                                                   r"'onnx2torch' package, which is not installed: pip install onnx2torch$"):
+        RapidOcrEngine(backend="torch")
+
+
+def test_a_model_torch_cannot_run_is_named_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragspine.ocr import OcrError
+    from ragspine.ocr import sessions
+
+    def refuse(model: Any) -> Any:
+        raise NotImplementedError("Converter is not implemented (OperationDescription(...Foo...))")
+
+    monkeypatch.setattr(sessions, "onnx_to_torch", refuse)
+    engine = RapidOcrEngine(backend="torch")
+    with pytest.raises(OcrError, match=r"^could not run the OCR models on torch \(cpu\): NotImplementedError: "
+                                       r"Converter is not implemented"):
+        engine.recognize(np.zeros((32, 32, 3), np.uint8))
 
 
 @pytest.mark.slow

@@ -64,8 +64,11 @@ class OcrOptions:
     min_text_chars: int
     min_image_fraction: float
     band: float  # the policy's marker band: stamps there are read in auto mode
-    backend: str = "auto"  # RAGSPINE_OCR_BACKEND; not in key(): the text read is the same
-    device: str = "auto"  # RAGSPINE_OCR_DEVICE; not in key(), likewise
+    # Not in key(): a document already read keeps its text when only where the models run
+    # changes, though readings differ now and then (a character on OpenVINO; ~10 % of lines on
+    # CUDA with TF32). The OCR cache of renders keys on the engine's name, which has both.
+    backend: str = "auto"  # RAGSPINE_OCR_BACKEND
+    device: str = "auto"  # RAGSPINE_OCR_DEVICE
 
     @classmethod
     def from_settings(cls, s: Settings) -> "OcrOptions":

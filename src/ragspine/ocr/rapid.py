@@ -68,7 +68,13 @@ from ragspine.ocr.base import (
     OcrUnavailableError,
     check_rgb_image,
 )
-from ragspine.ocr.sessions import OpenVinoSession, ReducedCtcDecode, TorchSession, torch_cuda_status
+from ragspine.ocr.sessions import (
+    OpenVinoSession,
+    ReducedCtcDecode,
+    TorchSession,
+    torch_cuda_status,
+    torch_import_status,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -177,12 +183,10 @@ class RapidOcrEngine:
                         ocr.text_det.infer = OpenVinoSession(models / _DET_MODEL, self.threads)
                         ocr.text_rec.session = OpenVinoSession(models / _REC_MODEL, self.threads)
                     elif self.backend == "torch":
-                        where = "cuda" if self.device == "cuda" else "cpu"
-                        ocr.text_det.infer = TorchSession(models / _DET_MODEL, where, self.threads)
-                        ocr.text_rec.session = TorchSession(models / _REC_MODEL, where, self.threads,
-                                                            reduce_classes=True)
-                        ocr.text_rec.postprocess_op = ReducedCtcDecode(ocr.text_rec.postprocess_op)
+                        self._on_torch(ocr, models)
                     self._ocr = ocr
+                except OcrError:
+                    raise
                 except Exception as exc:
                     raise OcrError(
                         f"could not load the RapidOCR models ({type(exc).__name__}: {exc}); "
@@ -190,6 +194,19 @@ class RapidOcrEngine:
                     ) from exc
                 logger.info("loaded RapidOCR (PP-OCRv4 det + rec on %s, %s)", self.backend, self.name)
         return self._ocr
+
+    def _on_torch(self, ocr: Any, models: Path) -> None:
+        """RapidOCR's two sessions swapped for the models converted to torch, on this engine's
+        device; a failure names torch, not RapidOCR's wheel."""
+        where = "cuda" if self.device == "cuda" else "cpu"
+        try:
+            det = TorchSession(models / _DET_MODEL, where, self.threads)
+            rec = TorchSession(models / _REC_MODEL, where, self.threads, reduce_classes=True)
+        except Exception as exc:  # a conversion onnx2torch refuses, CUDA out of memory, a driver
+            raise OcrError(f"could not run the OCR models on torch ({where}): {type(exc).__name__}: {exc}") from exc
+        ocr.text_det.infer = det
+        ocr.text_rec.session = rec
+        ocr.text_rec.postprocess_op = ReducedCtcDecode(ocr.text_rec.postprocess_op)
 
     def recognize(self, image: np.ndarray) -> list[OcrLine]:
         """Lines read from ``image``, an ``(h, w, 3)`` uint8 RGB array; boxes in its pixels."""
@@ -270,11 +287,18 @@ def resolve_backend(backend: str, device: str = "cpu") -> str:
     onnxruntime-gpu; OpenVINO has no CUDA device."""
     if backend not in BACKENDS:
         raise OcrInputError(f"OCR backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if device == "cuda":  # resolve_device has refused openvino there
+    if device == "cuda":
+        if backend == "openvino":
+            raise OcrInputError(_OPENVINO_ON_CUDA)
         if backend == "auto":
             return "torch" if torch_cuda_status() is None else "onnxruntime"
         return backend
-    if backend in ("onnxruntime", "torch"):
+    if backend == "torch":
+        missing = torch_import_status()
+        if missing is not None:
+            raise OcrUnavailableError(missing, "OCR on torch (RAGSPINE_OCR_BACKEND=torch)")
+        return backend
+    if backend == "onnxruntime":
         return backend
     if openvino_available():
         return "openvino"
@@ -329,8 +353,7 @@ def resolve_device(device: str, backend: str = "auto") -> str:
     if device != "cuda":
         return "cpu"
     if backend == "openvino":
-        raise OcrInputError("OCR backend openvino runs on the CPU only: with RAGSPINE_OCR_DEVICE=cuda "
-                            "use RAGSPINE_OCR_BACKEND=auto, torch or onnxruntime")
+        raise OcrInputError(_OPENVINO_ON_CUDA)
     torch_missing = torch_cuda_status() if backend in ("auto", "torch") else None
     if backend == "torch" and torch_missing is None:
         return "cuda"
@@ -346,6 +369,10 @@ def resolve_device(device: str, backend: str = "auto") -> str:
     raise OcrUnavailableError(needs, "OCR on a GPU (RAGSPINE_OCR_DEVICE=cuda)", detail=missing)
 
 
+_OPENVINO_ON_CUDA = ("OCR backend openvino runs on the CPU only: with RAGSPINE_OCR_DEVICE=cuda "
+                     "use RAGSPINE_OCR_BACKEND=auto, torch or onnxruntime")
+
+
 def _ort_cuda_status() -> str | None:
     """None when onnxruntime has its CUDA provider here, else why not (one line)."""
     try:
@@ -355,8 +382,8 @@ def _ort_cuda_status() -> str | None:
     providers = onnxruntime.get_available_providers()
     if _CUDA_PROVIDER in providers:
         return None
-    return (f"this onnxruntime has only {', '.join(providers)}; for onnxruntime-gpu, "
-            f"first: pip uninstall onnxruntime")
+    return (f"this onnxruntime has only {', '.join(providers)}; for onnxruntime-gpu: "
+            f"pip uninstall onnxruntime, then pip install onnxruntime-gpu")
 
 
 def _check_on_cuda(ocr: Any) -> None:
