@@ -23,6 +23,7 @@ core of the machine (``threads`` None), as one ingesting process does on the CPU
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -116,6 +117,9 @@ def replay(args: argparse.Namespace) -> int:
 
     from ragspine.ocr import RapidOcrEngine
 
+    if not (args.dir / "manifest.json").is_file():
+        print(f"no {args.dir / 'manifest.json'}: make the folder with `bench/ocr_device.py record`", file=sys.stderr)
+        return 2
     manifest = json.loads((args.dir / "manifest.json").read_text())
     images = [np.asarray(Image.open(args.dir / r["file"]).convert("RGB")) for r in manifest["images"]]
     pages = [r["page"] for r in manifest["images"]]
@@ -142,7 +146,7 @@ def replay(args: argparse.Namespace) -> int:
         seen: list[tuple[str, tuple[int, ...]]] = []  # (model, input shape), in call order
         ocr.text_det.infer = _timed(ocr.text_det.infer, spent, "detection", seen)
         ocr.text_rec.session = _timed(ocr.text_rec.session, spent, "recognition", seen)
-        torch = _cuda_torch() if engine.device == "cuda" else None
+        torch = importlib.import_module("torch") if engine.device == "cuda" else None  # for its GPU memory
         first = [im for im, p in zip(images, pages) if p == pages[0]]
         for im in first:  # warm-up: CUDA context, cuDNN handles, first allocations
             engine.recognize(im)
@@ -256,6 +260,9 @@ def models(args: argparse.Namespace) -> int:
         models_dir = args.models_dir
     else:
         models_dir = _models_dir()
+    if not (args.dir / "shapes.json").is_file():
+        print(f"no {args.dir / 'shapes.json'}: a `replay` of that folder writes it", file=sys.stderr)
+        return 2
     shapes = json.loads((args.dir / "shapes.json").read_text())
     calls = shapes["calls"]
     n_pages = shapes["pages"]
@@ -314,12 +321,6 @@ def models(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0 if len(rows) == len(args.engines) else 1
-
-
-def _cuda_torch() -> Any:
-    import torch
-
-    return torch
 
 
 def main() -> int:

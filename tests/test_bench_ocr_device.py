@@ -43,11 +43,12 @@ def test_replay_compares_every_engine_and_pool_with_the_first(tmp_path: Path) ->
     _record(tmp_path)
     out = tmp_path / "rows.json"
     r = subprocess.run([sys.executable, str(BENCH / "ocr_device.py"), "replay", str(tmp_path),
-                        "--engines", "cpu:onnxruntime", "cpu:tpu", "--processes", "2", "--json", str(out)],
+                        "--engines", "cpu:onnxruntime", "cpu:tpu", "--processes", "3", "--json", str(out)],
                        capture_output=True, text=True, timeout=300)
     # An engine that cannot start is an error line, and the exit code says a row is missing.
     assert r.returncode == 1, r.stderr
     printed = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    # Three workers asked for, two images: two workers (each warms up on one image).
     assert [p["engine"] for p in printed] == ["cpu:onnxruntime", "cpu:tpu",
                                               "cpu:onnxruntime x 2 one-thread processes"]
     assert "OcrInputError: OCR backend must be one of" in printed[1]["error"]
@@ -70,3 +71,18 @@ def test_replay_compares_every_engine_and_pool_with_the_first(tmp_path: Path) ->
     for calls in shapes["calls"]:  # one detection, then recognition batches of 48 px high crops
         assert calls[0][0] == "detection" and calls[0][1][:2] == [1, 3]
         assert all(key == "recognition" and shape[1:3] == [3, 48] for key, shape in calls[1:])
+    # The models alone on those shapes: onnxruntime and torch only; another backend is an error row.
+    m = subprocess.run([sys.executable, str(BENCH / "ocr_device.py"), "models", str(tmp_path),
+                        "--engines", "cpu:onnxruntime", "cpu:openvino"], capture_output=True, text=True, timeout=300)
+    assert m.returncode == 1, m.stderr
+    rows = [json.loads(line) for line in m.stdout.splitlines() if line.startswith("{")]
+    assert rows[0]["engine"] == "cpu:onnxruntime" and rows[0]["images"] == 2
+    assert rows[1] == {"engine": "cpu:openvino", "error": "models-only runs onnxruntime or torch"}
+
+
+@pytest.mark.parametrize("command", ["replay", "models"])
+def test_a_folder_without_a_record_is_a_one_line_error(tmp_path: Path, command: str) -> None:
+    r = subprocess.run([sys.executable, str(BENCH / "ocr_device.py"), command, str(tmp_path)],
+                       capture_output=True, text=True, timeout=120)
+    want = "manifest.json" if command == "replay" else "shapes.json"
+    assert r.returncode == 2 and r.stderr.strip().startswith(f"no {tmp_path / want}:"), r.stderr

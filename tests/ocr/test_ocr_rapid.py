@@ -87,14 +87,16 @@ def test_backend_auto_is_openvino_when_it_imports_and_onnxruntime_otherwise(
         RapidOcrEngine(backend="tpu")  # type: ignore[arg-type]
 
 
-def test_device_auto_is_the_cpu_and_cuda_without_a_gpu_says_what_each_runtime_lacks() -> None:
+def test_device_auto_is_the_cpu_and_cuda_without_a_gpu_says_what_each_runtime_lacks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import onnxruntime
     import torch
 
-    # For a machine with onnxruntime's CPU wheel (no CUDA provider) and torch without a GPU, as
-    # CI's: worked out from the packages themselves, not from ragspine.
-    if torch.cuda.is_available() or "CUDAExecutionProvider" in onnxruntime.get_available_providers():
-        pytest.skip("a GPU is usable here: the errors below cannot happen")
+    # A machine with onnxruntime's CPU wheel (no CUDA provider) and torch without a GPU, as CI's
+    # (made so on a GPU machine too, at the packages themselves, not in ragspine).
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["AzureExecutionProvider", "CPUExecutionProvider"])
     assert RapidOcrEngine(device="auto").device == "cpu"
     with pytest.raises(OcrUnavailableError) as info:
         RapidOcrEngine(device="cuda")
@@ -102,7 +104,7 @@ def test_device_auto_is_the_cpu_and_cuda_without_a_gpu_says_what_each_runtime_la
         "OCR on a GPU (RAGSPINE_OCR_DEVICE=cuda) needs torch with a CUDA device and onnx2torch "
         "(pip install 'ragspine[gpu]'), or onnxruntime-gpu: "
         f"torch {torch.__version__} sees no CUDA device; this onnxruntime has only "
-        f"{', '.join(onnxruntime.get_available_providers())}; for onnxruntime-gpu: pip uninstall onnxruntime, "
+        "AzureExecutionProvider, CPUExecutionProvider; for onnxruntime-gpu: pip uninstall onnxruntime, "
         "then pip install onnxruntime-gpu")
     with pytest.raises(OcrUnavailableError, match=r"needs onnxruntime-gpu's CUDA provider: this onnxruntime has only"):
         RapidOcrEngine(device="cuda", backend="onnxruntime")
