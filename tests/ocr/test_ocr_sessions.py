@@ -177,3 +177,19 @@ def test_real_ocr_on_torch_reads_what_onnxruntime_reads() -> None:
     assert [ln.text for ln in on_torch.lines] == [ln.text for ln in on_ort.lines]
     for a, b in zip(on_torch.lines, on_ort.lines):
         assert_box_near(a.box, b.box, 0.5)
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (b"", "NotImplementedError: Onnx IR is too old"),  # an empty file parses as an empty model
+    (b"\x00not a model" * 64, "DecodeError: Error parsing message"),
+])
+def test_a_corrupt_model_file_is_an_ocr_error_naming_torch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, data: bytes, why: str,
+) -> None:
+    from ragspine.ocr import OcrError
+
+    for name in (rapid._DET_MODEL, rapid._REC_MODEL):
+        (tmp_path / name).write_bytes(data)
+    monkeypatch.setattr(rapid, "_models_dir", lambda: tmp_path)
+    with pytest.raises(OcrError, match=rf"^could not run the OCR models on torch \(cpu\): {why}"):
+        RapidOcrEngine(backend="torch").recognize(np.zeros((32, 32, 3), np.uint8))
