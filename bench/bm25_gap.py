@@ -9,7 +9,8 @@ For each set (``../shared/data``; MMLongBench with OCR off) the corpus is indexe
 - ``ragspine``: ``Engine.search`` in ``bm25`` mode (today's default: the whole-page channel
   ranks, the passage channel only picks each page's citation);
 - ``plain``: bm25s (Lucene IDF, k1 and b from the settings) indexed on the page texts ragspine
-  stored, tokenized by ragspine's own tokenizer, queried with the query's tokens. Pages without
+  stored, tokenized by ragspine's own tokenizer, queried with the query's BM25 tokens (its
+  question words left out as ragspine leaves them out, ``scoring.query_terms``). Pages without
   a word are left out of its index, as ragspine gives them no BM25 vector
   (``--count-empty-pages`` puts them in: they raise bm25s's N, hence every IDF).
 
@@ -65,6 +66,7 @@ def main() -> int:
 
     from ragspine.config import Settings
     from ragspine.evaluation import clean_query, indexed
+    from ragspine.scoring.query_terms import query_tokens
     from ragspine.scoring.tokenizer import tokenize
     from ragspine.store.base import KIND_PAGE, Where
 
@@ -112,7 +114,7 @@ def main() -> int:
             by_score_plain: dict[str, dict[str, float]] = {}
             for q in judged:
                 text = clean_query(ix.dataset.queries[q], s.max_query_chars)
-                toks = tokenize(text)
+                toks = query_tokens(text, drop_question_words=s.bm25_drop_question_words)
                 if not toks:
                     continue
                 hits = ix.engine.search({"query": text, "libraries": [ix.library], "mode": "bm25", "top_k": TOP}).hits

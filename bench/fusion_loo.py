@@ -3,12 +3,14 @@
     .venv/bin/python bench/fusion_loo.py [--datasets tatqa_dev,cranfield,cmrc2018_dev_retrieval,mmlongbench_dev]
                                          [--dense-model all-MiniLM-L6-v2] [--limit N] [--json PATH]
                                          [--modes bm25,hybrid] [--ocr off|auto]
+                                         [--chunk-weights 0,0.5,1] [--dense-weights 0,0.25,...]
 
 Scores nDCG@10 over a grid of fusion weights on each shared dev set (``../shared/data``; sets
 not found there are skipped with a message):
 
-- ``bm25`` mode: ``bm25_chunk_weight`` c in {0, 0.5, 1} x ``bm25_page_weight`` p in
-  {0, 0.5, 1, 1.5, 2, 3}, not both 0;
+- ``bm25`` mode: ``bm25_chunk_weight`` c in {0, 0.5, 1} (``--chunk-weights``; 0.125 and 0.25
+  add the passage : page ratios 1/8 to 1/24) x ``bm25_page_weight`` p in {0, 0.5, 1, 1.5, 2, 3},
+  not both 0;
 - ``hybrid`` mode (BM25 + dense passages of the dense model, CPU): the same points x
   ``dense_weight`` d in {0, 0.25, 0.5, 0.75, 1}. all-MiniLM-L6-v2 serves English only, so on
   CMRC2018 the dense channel is skipped and hybrid equals bm25 by construction;
@@ -84,8 +86,9 @@ Table = Mapping[str, Mapping[Point, float]]
 CHECKS = {"mmlongbench_dev": ("by_document_type", "Financial report")}
 
 
-def grid(mode: str, dense_weights: Sequence[float] = DENSE_WEIGHTS) -> list[Point]:
-    bm25 = [(c, p) for c in CHUNK_WEIGHTS for p in PAGE_WEIGHTS if c or p]
+def grid(mode: str, dense_weights: Sequence[float] = DENSE_WEIGHTS,
+         chunk_weights: Sequence[float] = CHUNK_WEIGHTS) -> list[Point]:
+    bm25 = [(c, p) for c in chunk_weights for p in PAGE_WEIGHTS if c or p]
     return bm25 if mode == "bm25" else [(c, p, d) for c, p in bm25 for d in dense_weights]
 
 
@@ -169,11 +172,12 @@ def query_vectors_memoised() -> Iterator[None]:
 
 
 def score_grid(settings: Any, root: Path, mode: str, limit: int | None,
-               dense_weights: Sequence[float] = DENSE_WEIGHTS) -> dict[Point, dict[str, Any]]:
+               dense_weights: Sequence[float] = DENSE_WEIGHTS,
+               chunk_weights: Sequence[float] = CHUNK_WEIGHTS) -> dict[Point, dict[str, Any]]:
     """Every grid point of ``mode`` -> its ``evaluate_variants`` result, one index for all."""
     from ragspine.evaluation import evaluate_variants
 
-    points = grid(mode, dense_weights)
+    points = grid(mode, dense_weights, chunk_weights)
     searched: dict[Point, Point] = {}
     for p in points:
         searched.setdefault(ratio_class(p), p)
@@ -249,6 +253,9 @@ def main() -> int:
     ap.add_argument("--dense-model", default="all-MiniLM-L6-v2")
     ap.add_argument("--dense-weights", default=",".join(f"{w:g}" for w in DENSE_WEIGHTS),
                     help="dense channel weights of the hybrid grid (comma list)")
+    ap.add_argument("--chunk-weights", default=",".join(f"{w:g}" for w in CHUNK_WEIGHTS),
+                    help="BM25 passage channel weights of both grids (comma list; with the page "
+                         "weights they set the passage : page ratios searched)")
     ap.add_argument("--limit", type=int, default=None, help="first N judged queries per set")
     ap.add_argument("--json", type=Path, default=None, help="also write all results here")
     ap.add_argument("--modes", default=",".join(MODES), help="modes to search (comma list of bm25, hybrid)")
@@ -267,6 +274,10 @@ def main() -> int:
         return 0
     base = Settings(reranker="none", device="cpu", ocr=args.ocr)
     dense_weights = tuple(float(w) for w in args.dense_weights.split(","))
+    chunk_weights = tuple(float(w) for w in args.chunk_weights.split(","))
+    if 0.0 not in chunk_weights or 1.0 not in chunk_weights:
+        # c=0 p=1 is the baseline and c=1 p=1.5 the old default the report compares with
+        ap.error(f"--chunk-weights must include 0 and 1 (the baseline and the defaults); got {args.chunk_weights!r}")
     settings = {"bm25": base, "hybrid": base.model_copy(update={"dense_model": args.dense_model})}
     results: dict[str, dict[str, dict[Point, dict[str, Any]]]] = {m: {} for m in MODES}
     seconds: dict[str, dict[str, float]] = {m: {} for m in MODES}
@@ -280,7 +291,8 @@ def main() -> int:
             continue
         for mode in modes:
             t0 = time.perf_counter()
-            results[mode][name] = score_grid(settings[mode], root, mode, args.limit, dense_weights)
+            results[mode][name] = score_grid(settings[mode], root, mode, args.limit, dense_weights,
+                                               chunk_weights)
             seconds[mode][name] = round(time.perf_counter() - t0, 1)
             some = next(iter(results[mode][name].values()))
             print(f"{name} {mode}: {some['queries']} queries, {seconds[mode][name]:.0f} s "
@@ -309,6 +321,7 @@ def main() -> int:
         args.json.write_text(json.dumps({
             "limit": args.limit, "ocr": args.ocr, "modes": modes,
             "dense_model": args.dense_model, "dense_weights": list(dense_weights),
+            "chunk_weights": list(chunk_weights),
             "total_seconds": round(total, 1),
             "seconds": seconds, "baseline": {"point": label(BASELINE), "ndcg@10": baseline},
             "old_defaults": {m: label(DEFAULTS[m]) for m in modes},

@@ -82,3 +82,18 @@ def test_modes_are_refused_before_any_work_when_unknown_or_without_bm25(monkeypa
         with pytest.raises(SystemExit) as exc:
             fl.main()
         assert exc.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_finer_passage_weights_add_ratio_classes_and_must_keep_the_baseline_and_defaults(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    # c in {0, 0.25, 0.5, 1} x p in {0, 0.5, 1, 1.5, 2, 3}, not both 0: 23 points. c = 0.25 adds
+    # the ratios c/p = 1/8 (p=2) and 1/12 (p=3) to the 9 classes of the default grid; its other
+    # points are there already (p=0: passage alone; 1/2 = 0.5/1, 1/4 = 0.5/2, 1/6 = 0.5/3).
+    points = fl.grid("bm25", chunk_weights=(0.0, 0.25, 0.5, 1.0))
+    assert len(points) == 23 and len({fl.ratio_class(p) for p in points}) == 11
+    for weights in ("0.25,0.5,1", "0,0.25,0.5"):
+        monkeypatch.setattr("sys.argv", ["fusion_loo.py", "--chunk-weights", weights])
+        with pytest.raises(SystemExit) as exc:
+            fl.main()
+        assert exc.value.code == 2 and "must include 0 and 1" in capsys.readouterr().err

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragspine.retrieval.search import SearchHit
+from ragspine.scoring.query_terms import query_tokens
 from ragspine.scoring.tokenizer import tokenize
 
 #: Channels whose scores a hit carries when that channel found it.
@@ -72,8 +73,9 @@ class Grade:
 
 
 def content_terms(query: str) -> list[str]:
-    """The query's distinct BM25 tokens that carry meaning, in query order."""
-    return [t for t in dict.fromkeys(tokenize(query)) if t not in STOPWORDS and (len(t) > 1 or not t.isascii())]
+    """The query's distinct BM25 tokens that carry meaning, in query order: without its question
+    words (什么 and 哪些 are rarely in the passage that answers) and English stop words."""
+    return [t for t in dict.fromkeys(query_tokens(query)) if t not in STOPWORDS and (len(t) > 1 or not t.isascii())]
 
 
 def similarity(hits: Sequence[SearchHit], depth: int) -> float | None:

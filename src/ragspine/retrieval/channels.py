@@ -59,7 +59,7 @@ class ChannelRuns:
             if fast is not None:
                 return fast
         s = self.settings
-        qv = query_vector(req.query, counts=s.bm25_query_counts)
+        qv = query_vector(req.query, counts=s.bm25_query_counts, drop_question_words=s.bm25_drop_question_words)
         limit = min(max(MIN_CANDIDATES, CANDIDATE_FACTOR * req.top_k), 4 * s.max_top_k)
         sparse = self.lexical if self.lexical is not None else self.store
         per_lib: list[list[PageKey]] = []
@@ -184,7 +184,7 @@ class ChannelRuns:
         assert self.lexical is not None
         s = self.settings
         t = time.perf_counter()
-        qv = query_vector(req.query, counts=s.bm25_query_counts)
+        qv = query_vector(req.query, counts=s.bm25_query_counts, drop_question_words=s.bm25_drop_question_words)
         limit = min(max(MIN_CANDIDATES, CANDIDATE_FACTOR * req.top_k), 4 * s.max_top_k)
         depth = max(req.top_k, s.rerank_depth) if req.rerank else req.top_k
         cands: dict[PageKey, Cand] = {}

@@ -15,6 +15,7 @@ from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.retrieval.channels import Cand
 from ragspine.retrieval.plan import Plan
 from ragspine.retrieval.request import PageKey, SearchHit, SearchRequest
+from ragspine.scoring.query_terms import query_tokens
 from ragspine.scoring.tokenizer import query_language, tokenize
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class HitAssembly:
                 continue
             if c.chunk_id is None:
                 if qtoks is None:
-                    qtoks = tokenize(req.query)
+                    qtoks = query_tokens(req.query, drop_question_words=self.settings.bm25_drop_question_words)
                 p = best_passage(qtoks, p)
             if point_restricted(p):  # defence in depth: never leaves
                 continue

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ragspine.scoring.tokenizer import TOKENIZER_VERSION, token_id, tokenize
+from ragspine.scoring.query_terms import query_tokens
+from ragspine.scoring.tokenizer import TOKENIZER_VERSION, token_id
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,11 @@ def document_vector(tokens: list[str], avgdl: float, params: BM25Params) -> Spar
     return SparseVector(idx, [tf[i] * (params.k1 + 1.0) / (tf[i] + norm) for i in idx])
 
 
-def query_vector(text: str, counts: bool = True) -> SparseVector:
+def query_vector(text: str, counts: bool = True, drop_question_words: bool = True) -> SparseVector:
     """Query term counts: a term asked twice weighs twice, as in plain BM25 over the token list.
-    With ``counts=False`` each distinct term weighs 1."""
-    toks = tokenize(text)
+    With ``counts=False`` each distinct term weighs 1. ``drop_question_words``: the query's
+    question words are left out (:func:`ragspine.scoring.query_terms.query_tokens`)."""
+    toks = query_tokens(text, drop_question_words=drop_question_words)
     tf = _merge_ids(Counter(toks) if counts else Counter(set(toks)))
     idx = sorted(tf)
     return SparseVector(idx, [tf[i] for i in idx])
