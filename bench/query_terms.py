@@ -57,7 +57,9 @@ def main() -> int:
             continue
         for mode in modes:
             t0 = time.perf_counter()
-            settings = base if mode != "bm25" else base.model_copy(update={"dense_model": "none"})
+            # BM25 alone needs no dense vectors: its index is built without them.
+            settings = base if mode != "bm25" else Settings(reranker="none", device="cpu", ocr=args.ocr,
+                                                            dense_model="none")
             with query_vectors_memoised():
                 res = evaluate_variants(settings, root, VARIANTS, mode=mode, limit_queries=args.limit)
             rows.setdefault(name, {})[mode] = {v: r["ndcg@10"] for v, r in res.items()}

@@ -92,8 +92,10 @@ def test_finer_passage_weights_add_ratio_classes_and_must_keep_the_baseline_and_
     # points are there already (p=0: passage alone; 1/2 = 0.5/1, 1/4 = 0.5/2, 1/6 = 0.5/3).
     points = fl.grid("bm25", chunk_weights=(0.0, 0.25, 0.5, 1.0))
     assert len(points) == 23 and len({fl.ratio_class(p) for p in points}) == 11
-    for weights in ("0.25,0.5,1", "0,0.25,0.5"):
+    # c=0 is the baseline, c=0.5 (p=2) today's BM25-alone default, c=1 (p=2, d=1) the hybrid one.
+    for weights, says in (("0.25,0.5,1", "must include 0 ("), ("0,0.25,0.5", "must include 1 ("),
+                          ("0,0.25,1", "must include 0.5 (")):
         monkeypatch.setattr("sys.argv", ["fusion_loo.py", "--chunk-weights", weights])
         with pytest.raises(SystemExit) as exc:
             fl.main()
-        assert exc.value.code == 2 and "must include 0 and 1" in capsys.readouterr().err
+        assert exc.value.code == 2 and says in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """The BM25 channel weights chosen by leave-one-dataset-out (bench/fusion_loo.py): with BM25
-ranking alone the page channel decides the order and the passage search only picks each page's
-citation; beside a dense channel the passage channel ranks too (weight 0.75 against page 1.5).
+ranking alone the passage channel ranks at a quarter of the page channel's weight (0.375
+against 1.5) and its search picks each page's citation; beside a dense channel it ranks at 0.75
+against page 1.5.
 
 Expected fused scores are worked out here from each hit's own channel scores: a page's rank in
 a channel is its position when the hits are sorted by that channel's score, and its fused score
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragspine.config import DEFAULT_BM25_CHUNK_WEIGHT, Settings
+from ragspine.config import DEFAULT_BM25_CHUNK_SHARE_ALONE, DEFAULT_BM25_CHUNK_WEIGHT, Settings
 from ragspine.engine import Engine
 from ragspine.models.modelset import ModelSet
 from ragspine.retrieval.search import Searcher, SearchRequest
@@ -57,7 +58,8 @@ def _expected_fused(hits: list[Any], weights: dict[str, float], k: int) -> dict[
 def test_passage_weight_resolves_by_what_ranks_beside_bm25() -> None:
     s = Settings()
     assert s.bm25_chunk_weight is None and s.bm25_page_weight == 1.5
-    assert s.passage_weight(alone=True) == 0.0
+    assert s.passage_weight(alone=True) == DEFAULT_BM25_CHUNK_SHARE_ALONE * 1.5 == 0.375
+    assert Settings(bm25_page_weight=2).passage_weight(alone=True) == 0.5  # the 1 : 4 ratio is kept
     assert s.passage_weight(alone=False) == DEFAULT_BM25_CHUNK_WEIGHT == 0.75
     assert Settings(bm25_chunk_weight=0.5).passage_weight(alone=True) == 0.5  # set: always that
     assert Settings(bm25_chunk_weight=0.5).passage_weight(alone=False) == 0.5
@@ -75,13 +77,13 @@ def test_env_unset_is_auto_and_a_value_is_kept(monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.mark.parametrize("lexical_index", ["memory", "store"])
-def test_bm25_alone_ranks_by_the_page_and_still_cites_a_passage(data_dir: Path, lexical_index: str) -> None:
+def test_bm25_alone_fuses_passage_and_page_one_to_four_and_cites_a_passage(data_dir: Path, lexical_index: str) -> None:
     eng = _engine(data_dir, lexical_index=lexical_index)
     try:
         out = eng.search({"query": QUERY, "libraries": ["lib"], "mode": "bm25", "top_k": 10})
         hits = out.hits
-        assert [h.doc_id for h in hits] == [d for d, _ in sorted(_ranks(hits, "bm25_page").items(), key=lambda kv: kv[1])]
-        want = _expected_fused(hits, {"bm25_page": 1.5}, eng.settings.rrf_k)
+        want = _expected_fused(hits, {"bm25": 0.375, "bm25_page": 1.5}, eng.settings.rrf_k)
+        assert [h.doc_id for h in hits] == sorted(want, key=lambda d: -want[d])
         assert {h.doc_id: h.scores["fused"] for h in hits} == pytest.approx(want, rel=1e-9)
         assert {h.doc_id for h in hits} == {"long", "short", "mid"}
         for h in hits:  # the citation is the page's best passage, found by the passage search
