@@ -4,7 +4,7 @@ Why by hand: a question's interrogatives ("什么", "哪些", "为什么"; "what
 the prose being searched, so BM25 gives them a high IDF, and CJK unigrams + bigrams give a
 two-character one three tokens ("什", "么", "什么"). A passage that happens to contain "什么"
 then outranks the one holding the question's subject: on CMRC2018 "Stam1na是什么？" put the
-paragraph about Stam1na sixth, under paragraphs that say "什么" three times. Stop-word lists in
+paragraph about Stam1na seventh, under paragraphs that say "什么" three times. Stop-word lists in
 analyzers (Lucene's, jieba's) are index-side and drop far more than interrogatives; here only
 the query is changed, the index and its statistics are not (docs/measured.md, "Question
 words in BM25 queries").
