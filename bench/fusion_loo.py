@@ -244,6 +244,17 @@ def print_before_after(tables: Mapping[str, Table], baseline: Mapping[str, float
 # -- main --------------------------------------------------------------------------------------
 
 
+def dataset_roots(names: str) -> Iterator[tuple[str, Path]]:
+    """(name, folder) of each set in the comma list ``names`` (a known name or a path); a set
+    not found is skipped with a message."""
+    for name in names.split(","):
+        root = SETS.get(name, Path(name))
+        if not root.is_dir():
+            print(f"{name}: not found at {root}; skipped", file=sys.stderr)
+            continue
+        yield name, root
+
+
 def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -288,11 +299,7 @@ def main() -> int:
     t_all = time.perf_counter()
     print(f"dense model {args.dense_model}; rrf k {base.rrf_k}; bm25 k1 {base.bm25_k1} b {base.bm25_b}; "
           f"OCR {args.ocr}; modes {', '.join(modes)}", flush=True)
-    for name in args.datasets.split(","):
-        root = SETS.get(name, Path(name))
-        if not root.is_dir():
-            print(f"{name}: not found at {root}; skipped", file=sys.stderr)
-            continue
+    for name, root in dataset_roots(args.datasets):
         for mode in modes:
             t0 = time.perf_counter()
             results[mode][name] = score_grid(settings[mode], root, mode, args.limit, dense_weights,

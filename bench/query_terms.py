@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from fusion_loo import SETS, query_vectors_memoised  # noqa: E402
+from fusion_loo import SETS, dataset_roots, query_vectors_memoised  # noqa: E402
 
 VARIANTS = {"dropped": {}, "kept": {"bm25_drop_question_words": False}}
 SUBSET = ("mmlongbench_dev", "by_document_type", "Financial report")
@@ -50,11 +50,7 @@ def main() -> int:
     print(f"dense model {base.dense_model}; OCR {args.ocr}; weights passage {base.bm25_chunk_weight} "
           f"page {base.bm25_page_weight} dense {base.dense_weight}", flush=True)
     rows: dict[str, dict[str, dict[str, float]]] = {}
-    for name in args.datasets.split(","):
-        root = SETS.get(name, Path(name))
-        if not root.is_dir():
-            print(f"{name}: not found at {root}; skipped", file=sys.stderr)
-            continue
+    for name, root in dataset_roots(args.datasets):
         for mode in modes:
             t0 = time.perf_counter()
             # BM25 alone needs no dense vectors: its index is built without them.
