@@ -189,8 +189,9 @@ class Settings(BaseSettings):
     bm25_query_counts: bool = True
     #: Leave a query's question words out of its BM25 terms (什么, 哪些, 为什么, what, which, ...;
     #: ragspine.scoring.query_terms): rare in prose, they got a high IDF and ranked passages that
-    #: happen to contain them. Same run, page channel alone, OCR off: CMRC2018 0.9860 -> 0.9907,
-    #: TAT-QA 0.7151 -> 0.7182, Cranfield 0.3494 -> 0.3522, MMLongBench 0.3519 -> 0.3604.
+    #: happen to contain them. bench/query_terms.py (bm25 mode, full sets, OCR off, kept ->
+    #: dropped): TAT-QA 0.7201 -> 0.7231, Cranfield 0.3507 -> 0.3525, CMRC2018 0.9860 -> 0.9907,
+    #: MMLongBench pages 0.3544 -> 0.3656.
     bm25_drop_question_words: bool = True
     #: Where BM25 queries are scored: ``memory`` - an in-process index of each library's BM25
     #: weights (ragspine.retrieval.lexical_index: the same ranking, ~10x faster than Qdrant's
