@@ -3,7 +3,8 @@
     .venv/bin/python bench/fusion_loo.py [--datasets tatqa_dev,cranfield,cmrc2018_dev_retrieval,mmlongbench_dev]
                                          [--dense-model all-MiniLM-L6-v2] [--limit N] [--json PATH]
                                          [--modes bm25,hybrid] [--ocr off|auto]
-                                         [--chunk-weights 0,0.5,1] [--dense-weights 0,0.25,...]
+                                         [--chunk-weights 0,0.5,1] [--page-weights 0,0.5,...]
+                                         [--dense-weights 0,0.25,...] [--rrf-ks 60,10]
 
 Scores nDCG@10 over a grid of fusion weights on each shared dev set (``../shared/data``; sets
 not found there are skipped with a message):
@@ -12,8 +13,9 @@ not found there are skipped with a message):
   add the passage : page ratios 1/8 to 1/24) x ``bm25_page_weight`` p in {0, 0.5, 1, 1.5, 2, 3},
   not both 0;
 - ``hybrid`` mode (BM25 + dense passages of the dense model, CPU): the same points x
-  ``dense_weight`` d in {0, 0.25, 0.5, 0.75, 1}. all-MiniLM-L6-v2 serves English only, so on
-  CMRC2018 the dense channel is skipped and hybrid equals bm25 by construction;
+  ``dense_weight`` d in {0, 0.25, 0.5, 0.75, 1} x ``rrf_k_dense`` k (``--rrf-ks``; by default
+  only today's, DEFAULT_RRF_K_DENSE). all-MiniLM-L6-v2 serves English only, so on CMRC2018 the
+  dense channel is skipped and hybrid equals bm25 by construction;
 - the baseline, plain single-field BM25 with the same k1/b: bm25 mode, c=0, p=1 (the page
   channel alone: the whole document for the text sets, the page text for MMLongBench).
 
@@ -23,8 +25,8 @@ dense vectors for hybrid mode. MMLongBench is ingested with OCR off by default
 not indexed, so their judged pages count as misses in every variant); ``--ocr auto`` reads them
 as the product's eval does (~4.5 min more on 2 cores). ``--modes bm25`` skips the hybrid grid
 (bm25 is always searched: its c=0, p=1 point is every mode's baseline). RRF is homogeneous in its weights, so points
-that are multiples of each other (c=0.5, p=1 and c=1, p=2) rank identically (checked: every
-metric equal): one point per ratio class is searched and its figures serve the whole class (9
+that are multiples of each other (c=0.5, p=1 and c=1, p=2) at one k rank identically (checked:
+every metric equal): one point per ratio class is searched and its figures serve the whole class (9
 of 17 bm25 points, 61 of 85 hybrid), and each query is encoded once per set, not once per point.
 
 Then, for each mode:
@@ -59,6 +61,10 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from ragspine.config.fusion import DEFAULT_RRF_K_DENSE  # noqa: E402  (the path above)
+
 DATA = ROOT.parent / "shared" / "data"
 SETS = {"tatqa_dev": DATA / "text" / "tatqa_dev", "cranfield": DATA / "text" / "cranfield",
         "cmrc2018_dev_retrieval": DATA / "text" / "cmrc2018_dev_retrieval",
@@ -66,14 +72,18 @@ SETS = {"tatqa_dev": DATA / "text" / "tatqa_dev", "cranfield": DATA / "text" / "
 CHUNK_WEIGHTS = (0.0, 0.5, 1.0)
 PAGE_WEIGHTS = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 DENSE_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)  # --dense-weights to change
-#: The settings a grid point sets, in the order of its coordinates.
-KEYS = ("bm25_chunk_weight", "bm25_page_weight", "dense_weight")
+RRF_KS = (float(DEFAULT_RRF_K_DENSE),)  # --rrf-ks to change
+#: The settings a grid point sets, in the order of its coordinates (bm25 points have the first
+#: two, hybrid points all four); the last is RRF's k, not a weight.
+KEYS = ("bm25_chunk_weight", "bm25_page_weight", "dense_weight", "rrf_k_dense")
+N_WEIGHTS = 3
 MODES = ("bm25", "hybrid")
 #: Today's defaults (ragspine.config), as grid points of their ratio class: the "before" of the
 #: report and the tie-break. With BM25 alone passage 0.375 : page 1.5 (= c=0.5 p=2, chosen with
 #: the query's question words dropped; before, the page channel alone); beside the dense channel
-#: 0.75 : 1.5 : 0.75 (= c=1 p=2 d=1, chosen with multilingual-e5-small).
-DEFAULTS = {"bm25": (0.5, 2.0), "hybrid": (1.0, 2.0, 1.0)}
+#: 0.75 : 1.5 : 0.75 (= c=1 p=2 d=1, chosen with multilingual-e5-small) with RRF's k at
+#: DEFAULT_RRF_K_DENSE.
+DEFAULTS = {"bm25": (0.5, 2.0), "hybrid": (1.0, 2.0, 1.0, float(DEFAULT_RRF_K_DENSE))}
 BASELINE = (0.0, 1.0)
 
 Point = tuple[float, ...]
@@ -88,19 +98,22 @@ CHECKS = {"mmlongbench_dev": ("by_document_type", "Financial report")}
 
 
 def grid(mode: str, dense_weights: Sequence[float] = DENSE_WEIGHTS,
-         chunk_weights: Sequence[float] = CHUNK_WEIGHTS) -> list[Point]:
-    bm25 = [(c, p) for c in chunk_weights for p in PAGE_WEIGHTS if c or p]
-    return bm25 if mode == "bm25" else [(c, p, d) for c, p in bm25 for d in dense_weights]
+         chunk_weights: Sequence[float] = CHUNK_WEIGHTS, page_weights: Sequence[float] = PAGE_WEIGHTS,
+         rrf_ks: Sequence[float] = RRF_KS) -> list[Point]:
+    bm25 = [(c, p) for c in chunk_weights for p in page_weights if c or p]
+    return bm25 if mode == "bm25" else [(c, p, d, k) for c, p in bm25 for d in dense_weights for k in rrf_ks]
 
 
 def label(point: Point) -> str:
-    return " ".join(f"{name}={w:g}" for name, w in zip("cpd", point))
+    return " ".join(f"{name}={w:g}" for name, w in zip("cpdk", point))
 
 
 def ratio_class(point: Point) -> Point:
-    """The point scaled to a largest weight of 1: RRF ranks multiples of a point identically."""
-    top = max(point)
-    return tuple(round(w / top, 9) for w in point)
+    """The weights scaled to a largest weight of 1, and k as it is: at one k RRF ranks
+    multiples of a point identically."""
+    weights = point[:N_WEIGHTS]
+    top = max(weights)
+    return tuple(round(w / top, 9) for w in weights) + tuple(point[N_WEIGHTS:])
 
 
 # -- selection (pure) --------------------------------------------------------------------------
@@ -174,18 +187,24 @@ def query_vectors_memoised() -> Iterator[None]:
 
 def score_grid(settings: Any, root: Path, mode: str, limit: int | None,
                dense_weights: Sequence[float] = DENSE_WEIGHTS,
-               chunk_weights: Sequence[float] = CHUNK_WEIGHTS) -> dict[Point, dict[str, Any]]:
+               chunk_weights: Sequence[float] = CHUNK_WEIGHTS, page_weights: Sequence[float] = PAGE_WEIGHTS,
+               rrf_ks: Sequence[float] = RRF_KS) -> dict[Point, dict[str, Any]]:
     """Every grid point of ``mode`` -> its ``evaluate_variants`` result, one index for all."""
     from ragspine.evaluation import evaluate_variants
 
-    points = grid(mode, dense_weights, chunk_weights)
+    points = grid(mode, dense_weights, chunk_weights, page_weights, rrf_ks)
     searched: dict[Point, Point] = {}
     for p in points:
         searched.setdefault(ratio_class(p), p)
-    variants = {label(p): dict(zip(KEYS, p)) for p in searched.values()}
+    variants = {label(p): setting_values(p) for p in searched.values()}
     with query_vectors_memoised():
         res = evaluate_variants(settings, root, variants, mode=mode, limit_queries=limit)
     return {p: res[label(searched[ratio_class(p)])] for p in points}
+
+
+def setting_values(point: Point) -> dict[str, float | int]:
+    """The settings of a grid point (RRF's k an int, as the setting is)."""
+    return {key: (int(v) if key == "rrf_k_dense" else v) for key, v in zip(KEYS, point)}
 
 
 def ndcg_table(results: Mapping[str, Mapping[Point, Mapping[str, Any]]]) -> dict[str, dict[Point, float]]:
@@ -244,6 +263,27 @@ def print_before_after(tables: Mapping[str, Table], baseline: Mapping[str, float
 # -- main --------------------------------------------------------------------------------------
 
 
+def floats(text: str) -> tuple[float, ...]:
+    return tuple(float(w) for w in text.split(","))
+
+
+def grid_lists_missing(chunk: Sequence[float], page: Sequence[float], dense: Sequence[float],
+                       ks: Sequence[float]) -> list[str]:
+    """What the comma lists of the grid lack of the baseline and the defaults, which the report
+    compares every point with: one line per list, empty when nothing is missing."""
+    need = {"--chunk-weights": (chunk, {BASELINE[0], DEFAULTS["bm25"][0], DEFAULTS["hybrid"][0]}),
+            "--page-weights": (page, {BASELINE[1], DEFAULTS["bm25"][1], DEFAULTS["hybrid"][1]}),
+            "--dense-weights": (dense, {DEFAULTS["hybrid"][2]}),
+            "--rrf-ks": (ks, {DEFAULTS["hybrid"][3]})}
+    out = []
+    for flag, (have, wanted) in need.items():
+        missing = sorted(wanted - set(have))
+        if missing:
+            out.append(f"{flag} must include {', '.join(f'{w:g}' for w in missing)} (the baseline and the "
+                       f"defaults); got {','.join(f'{w:g}' for w in have)}")
+    return out
+
+
 def dataset_roots(names: str) -> Iterator[tuple[str, Path]]:
     """(name, folder) of each set in the comma list ``names`` (a known name or a path); a set
     not found is skipped with a message."""
@@ -268,6 +308,10 @@ def main() -> int:
     ap.add_argument("--chunk-weights", default=",".join(f"{w:g}" for w in CHUNK_WEIGHTS),
                     help="BM25 passage channel weights of both grids (comma list; with the page "
                          "weights they set the passage : page ratios searched)")
+    ap.add_argument("--page-weights", default=",".join(f"{w:g}" for w in PAGE_WEIGHTS),
+                    help="BM25 page channel weights of both grids (comma list)")
+    ap.add_argument("--rrf-ks", default=",".join(f"{k:g}" for k in RRF_KS),
+                    help="RRF constants of the hybrid grid (rrf_k_dense; comma list of integers >= 1)")
     ap.add_argument("--limit", type=int, default=None, help="first N judged queries per set")
     ap.add_argument("--json", type=Path, default=None, help="also write all results here")
     ap.add_argument("--modes", default=",".join(MODES), help="modes to search (comma list of bm25, hybrid)")
@@ -281,29 +325,33 @@ def main() -> int:
     if "bm25" not in modes:  # every mode is compared against BM25's own baseline point
         ap.error("--modes must include bm25: the baseline every mode is compared against is BM25's")
 
+    try:
+        dense_weights, chunk_weights, page_weights, rrf_ks = (
+            floats(a) for a in (args.dense_weights, args.chunk_weights, args.page_weights, args.rrf_ks))
+    except ValueError as exc:
+        ap.error(f"a weight or k list is not a comma list of numbers: {exc}")
+    if any(k < 1 or k != int(k) for k in rrf_ks):
+        ap.error(f"--rrf-ks takes integers >= 1; got {args.rrf_ks!r}")
+    missing = grid_lists_missing(chunk_weights, page_weights, dense_weights, rrf_ks)
+    if missing:  # the baseline and the defaults the report compares with must be grid points
+        ap.error("; ".join(missing))
     if not DATA.is_dir():
         print(f"no evaluation data at {DATA}; nothing to measure (see the data README there)")
         return 0
     base = Settings(reranker="none", device="cpu", ocr=args.ocr)
-    dense_weights = tuple(float(w) for w in args.dense_weights.split(","))
-    chunk_weights = tuple(float(w) for w in args.chunk_weights.split(","))
-    missing = sorted({BASELINE[0], DEFAULTS["bm25"][0], DEFAULTS["hybrid"][0]} - set(chunk_weights))
-    if missing:  # the baseline and the defaults the report compares with must be grid points
-        ap.error(f"--chunk-weights must include {', '.join(f'{w:g}' for w in missing)} (the baseline and the "
-                 f"defaults); got {args.chunk_weights!r}")
     # BM25's index needs no dense vectors (the default dense model would encode every passage).
     settings = {"bm25": Settings(reranker="none", device="cpu", ocr=args.ocr, dense_model="none"),
                 "hybrid": base.model_copy(update={"dense_model": args.dense_model})}
     results: dict[str, dict[str, dict[Point, dict[str, Any]]]] = {m: {} for m in MODES}
     seconds: dict[str, dict[str, float]] = {m: {} for m in MODES}
     t_all = time.perf_counter()
-    print(f"dense model {args.dense_model}; rrf k {base.rrf_k}; bm25 k1 {base.bm25_k1} b {base.bm25_b}; "
+    print(f"dense model {args.dense_model}; rrf k {base.rrf_k} (beside dense: {', '.join(f'{k:g}' for k in rrf_ks)}); bm25 k1 {base.bm25_k1} b {base.bm25_b}; "
           f"OCR {args.ocr}; modes {', '.join(modes)}", flush=True)
     for name, root in dataset_roots(args.datasets):
         for mode in modes:
             t0 = time.perf_counter()
             results[mode][name] = score_grid(settings[mode], root, mode, args.limit, dense_weights,
-                                               chunk_weights)
+                                               chunk_weights, page_weights, rrf_ks)
             seconds[mode][name] = round(time.perf_counter() - t0, 1)
             some = next(iter(results[mode][name].values()))
             print(f"{name} {mode}: {some['queries']} queries, {seconds[mode][name]:.0f} s "
@@ -332,7 +380,7 @@ def main() -> int:
         args.json.write_text(json.dumps({
             "limit": args.limit, "ocr": args.ocr, "modes": modes,
             "dense_model": args.dense_model, "dense_weights": list(dense_weights),
-            "chunk_weights": list(chunk_weights),
+            "chunk_weights": list(chunk_weights), "page_weights": list(page_weights), "rrf_ks": list(rrf_ks),
             "total_seconds": round(total, 1),
             "seconds": seconds, "baseline": {"point": label(BASELINE), "ndcg@10": baseline},
             "old_defaults": {m: label(DEFAULTS[m]) for m in modes},

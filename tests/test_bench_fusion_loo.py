@@ -99,3 +99,38 @@ def test_finer_passage_weights_add_ratio_classes_and_must_keep_the_baseline_and_
         with pytest.raises(SystemExit) as exc:
             fl.main()
         assert exc.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_rrf_k_is_a_grid_coordinate_that_ratio_classes_never_scale() -> None:
+    # c in {0, 0.5, 1} x p in {1, 2} x d in {0.5, 1} = 12 weight points; (0, 2, 1) = 2 x (0, 1, 0.5)
+    # and (1, 2, 1) = 2 x (0.5, 1, 0.5) are the only multiples: 10 classes, at each of two k.
+    points = fl.grid("hybrid", (0.5, 1.0), (0.0, 0.5, 1.0), (1.0, 2.0), (60.0, 10.0))
+    assert len(points) == 24 and len({fl.ratio_class(p) for p in points}) == 20
+    assert fl.ratio_class((1.0, 2.0, 1.0, 10.0)) == (0.5, 1.0, 0.5, 10.0) == fl.ratio_class((0.5, 1.0, 0.5, 10.0))
+    assert fl.ratio_class((1.0, 2.0, 1.0, 10.0)) != fl.ratio_class((1.0, 2.0, 1.0, 60.0))
+    assert fl.label((1.0, 2.0, 1.0, 10.0)) == "c=1 p=2 d=1 k=10"
+    values = fl.setting_values((1.0, 2.0, 1.0, 10.0))
+    assert values == {"bm25_chunk_weight": 1.0, "bm25_page_weight": 2.0, "dense_weight": 1.0, "rrf_k_dense": 10}
+    assert isinstance(values["rrf_k_dense"], int)
+    assert fl.setting_values((0.5, 2.0)) == {"bm25_chunk_weight": 0.5, "bm25_page_weight": 2.0}
+
+
+def test_grid_lists_must_hold_the_baseline_and_the_defaults(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    full = ((0.0, 0.5, 1.0), (1.0, 2.0), (1.0,), (10.0,))
+    assert fl.grid_lists_missing(*full) == []
+    # the defaults are c=0.5 p=2 (bm25) and c=1 p=2 d=1 k=10 (hybrid); the baseline c=0 p=1
+    assert fl.grid_lists_missing((0.0, 0.5, 1.0), (2.0,), (0.5,), (60.0,)) == [
+        "--page-weights must include 1 (the baseline and the defaults); got 2",
+        "--dense-weights must include 1 (the baseline and the defaults); got 0.5",
+        "--rrf-ks must include 10 (the baseline and the defaults); got 60"]
+    for flag, value, says in (("--rrf-ks", "60,20", "--rrf-ks must include 10"),
+                              ("--rrf-ks", "10,7.5", "--rrf-ks takes integers >= 1"),
+                              ("--rrf-ks", "10,0", "--rrf-ks takes integers >= 1"),
+                              ("--page-weights", "1,x", "not a comma list of numbers"),
+                              ("--page-weights", "1.5,2", "--page-weights must include 1")):
+        monkeypatch.setattr("sys.argv", ["fusion_loo.py", flag, value])
+        with pytest.raises(SystemExit) as exc:
+            fl.main()
+        assert exc.value.code == 2 and says in capsys.readouterr().err, (flag, value)

@@ -1,4 +1,4 @@
-"""The README's settings table stays true: every setting in config.py is documented there."""
+"""The README's settings table stays true: every setting in ragspine.config is documented there."""
 
 from pathlib import Path
 

@@ -167,8 +167,11 @@ def test_ingest_stores_the_models_page_vectors_and_vector_search_ranks_by_maxsim
         eng.close()
 
 
-def test_hybrid_is_weighted_rrf_of_its_channels(colpali_dir: Path, data_dir: Path, pdf_bytes: bytes) -> None:
-    s = _settings(data_dir, page_model=str(colpali_dir), page_pooling="none")
+@pytest.mark.parametrize("with_dense", [False, True])
+def test_hybrid_is_weighted_rrf_of_its_channels(colpali_dir: Path, data_dir: Path, pdf_bytes: bytes,
+                                                tiny_model_dir: Callable[[str], Path], with_dense: bool) -> None:
+    dense = {"dense_model": str(tiny_model_dir("dense"))} if with_dense else {}
+    s = _settings(data_dir, page_model=str(colpali_dir), page_pooling="none", **dense)
     eng = Engine(s)
     try:
         eng.create_library("lib")
@@ -177,13 +180,23 @@ def test_hybrid_is_weighted_rrf_of_its_channels(colpali_dir: Path, data_dir: Pat
         assert out.mode == "hybrid" and not out.degraded
         assert len(out.hits) == 4  # every page has a visual score
         weights = {"bm25": s.passage_weight(alone=False), "bm25_page": s.bm25_page_weight, "visual": s.visual_weight}
+        if with_dense:
+            weights["dense"] = s.dense_weight
+            assert all(h.scores["dense"] is not None for h in out.hits)
         ranks: dict[str, dict[int, int]] = {}
         for ch in weights:
             scored = sorted((h for h in out.hits if h.scores[ch] is not None), key=lambda h: -h.scores[ch])
             ranks[ch] = {h.page: r for r, h in enumerate(scored, start=1)}
-        for h in out.hits:
-            want = sum(w / (s.rrf_k + ranks[ch][h.page]) for ch, w in weights.items() if h.page in ranks[ch])
-            assert h.scores["fused"] == pytest.approx(want, rel=1e-9)
+
+        def fused_with(k: int) -> dict[int, float]:
+            return {h.page: sum(w / (k + ranks[ch][h.page]) for ch, w in weights.items() if h.page in ranks[ch])
+                    for h in out.hits}
+
+        # beside the page images RRF's k is rrf_k, with or without the dense channel
+        got = {h.page: h.scores["fused"] for h in out.hits}
+        assert s.rrf_k != s.rrf_k_dense
+        assert got == pytest.approx(fused_with(s.rrf_k), rel=1e-9)
+        assert got != pytest.approx(fused_with(s.rrf_k_dense), rel=1e-6)
         fused = [h.scores["fused"] for h in out.hits]
         assert fused == sorted(fused, reverse=True)
         # auto = hybrid when a page model is configured

@@ -1,7 +1,7 @@
 """The BM25 channel weights chosen by leave-one-dataset-out (bench/fusion_loo.py): with BM25
 ranking alone the passage channel ranks at a quarter of the page channel's weight (0.375
 against 1.5) and its search picks each page's citation; beside a dense channel it ranks at 0.75
-against page 1.5.
+against page 1.5, and the channels fuse with RRF's k at ``rrf_k_dense`` (10), not ``rrf_k`` (60).
 
 Expected fused scores are worked out here from each hit's own channel scores: a page's rank in
 a channel is its position when the hits are sorted by that channel's score, and its fused score
@@ -15,7 +15,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragspine.config import DEFAULT_BM25_CHUNK_SHARE_ALONE, DEFAULT_BM25_CHUNK_WEIGHT, Settings
+from ragspine.config import (
+    DEFAULT_BM25_CHUNK_SHARE_ALONE,
+    DEFAULT_BM25_CHUNK_WEIGHT,
+    DEFAULT_RRF_K,
+    DEFAULT_RRF_K_DENSE,
+    Settings,
+)
 from ragspine.engine import Engine
 from ragspine.models.modelset import ModelSet
 from ragspine.retrieval.search import Searcher, SearchRequest
@@ -130,13 +136,42 @@ class VocabDense:
         return out
 
 
-def test_beside_the_dense_channel_the_passage_channel_ranks(data_dir: Path) -> None:
+def test_the_fusion_k_is_rrf_k_dense_where_the_dense_channel_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = Settings()
+    assert (s.rrf_k, s.rrf_k_dense) == (DEFAULT_RRF_K, DEFAULT_RRF_K_DENSE) == (60, 10)
+    assert s.fusion_k(dense=True, visual=False) == 10 and s.fusion_k(dense=False, visual=False) == 60
+    # beside a page model's ranking k stays rrf_k, with or without the dense channel
+    assert s.fusion_k(dense=True, visual=True) == 60 == s.fusion_k(dense=False, visual=True)
+    monkeypatch.setenv("RAGSPINE_RRF_K_DENSE", "25")
+    monkeypatch.setenv("RAGSPINE_RRF_K", "40")
+    assert Settings().fusion_k(dense=True, visual=False) == 25
+    assert Settings().fusion_k(dense=False, visual=False) == 40
+    monkeypatch.setenv("RAGSPINE_RRF_K_DENSE", "0")
+    with pytest.raises(ValueError, match="rrf_k_dense"):
+        Settings()
+
+
+def test_beside_the_dense_channel_the_passage_channel_ranks_and_k_is_rrf_k_dense(data_dir: Path) -> None:
     eng = _engine(data_dir, dense=VocabDense())
     try:
         out = eng.search({"query": QUERY, "libraries": ["lib"], "mode": "hybrid", "top_k": 10})
         assert any(h.scores["dense"] is not None for h in out.hits)
         s = eng.settings
-        want = _expected_fused(out.hits, {"bm25": 0.75, "bm25_page": 1.5, "dense": s.dense_weight}, s.rrf_k)
-        assert {h.doc_id: h.scores["fused"] for h in out.hits} == pytest.approx(want, rel=1e-9)
+        weights = {"bm25": 0.75, "bm25_page": 1.5, "dense": s.dense_weight}
+        got = {h.doc_id: h.scores["fused"] for h in out.hits}
+        assert got == pytest.approx(_expected_fused(out.hits, weights, 10), rel=1e-9)
+        # the guard: the same ranks fused with k = 60 give other scores
+        assert got != pytest.approx(_expected_fused(out.hits, weights, 60), rel=1e-6)
+    finally:
+        eng.close()
+
+
+def test_with_the_dense_channel_weighted_0_bm25_ranks_alone_at_rrf_k(data_dir: Path) -> None:
+    eng = _engine(data_dir, dense=VocabDense(), dense_weight=0.0)
+    try:
+        out = eng.search({"query": QUERY, "libraries": ["lib"], "mode": "hybrid", "top_k": 10})
+        assert all(h.scores.get("dense") is None for h in out.hits)
+        got = {h.doc_id: h.scores["fused"] for h in out.hits}
+        assert got == pytest.approx(_expected_fused(out.hits, {"bm25": 0.375, "bm25_page": 1.5}, 60), rel=1e-9)
     finally:
         eng.close()

@@ -130,7 +130,7 @@ def _ranx() -> Any:
 
 #: Settings that act at query time only: variants may change them over one index.
 QUERY_TIME_SETTINGS = frozenset(
-    {"bm25_chunk_weight", "bm25_page_weight", "bm25_query_counts", "bm25_drop_question_words", "rrf_k",
+    {"bm25_chunk_weight", "bm25_page_weight", "bm25_query_counts", "bm25_drop_question_words", "rrf_k", "rrf_k_dense",
      "max_top_k", "max_query_chars",
      "dense_weight", "visual_weight", "rerank_depth", "prefetch_limit", "rewrite", "rewrite_max_queries",
      "corrective_min_coverage", "corrective_depth", "corrective_min_similarity",

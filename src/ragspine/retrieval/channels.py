@@ -153,7 +153,7 @@ class ChannelRuns:
                     weights.append(s.visual_weight if plan.mode != "vector" else 1.0)
             # Equal fused scores (ranks 1+2 against 2+1) go to the page whose best passage has
             # the higher BM25 score (the tie-break rule of scoring.fusion).
-            fused = rrf(ranks, k=s.rrf_k, weights=weights, tiebreak=passage_bm25(cands)) if ranks else []
+            fused = rrf(ranks, k=s.fusion_k(dense_runs, visual_runs), weights=weights, tiebreak=passage_bm25(cands)) if ranks else []
             for key, score in fused:
                 cands[key].scores["fused"] = score
             per_lib.append([key for key, _ in fused])

