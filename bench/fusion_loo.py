@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/fusion_loo.py [--datasets tatqa_dev,cranfield,cmrc2018_dev_retrieval,mmlongbench_dev]
                                          [--dense-model all-MiniLM-L6-v2] [--limit N] [--json PATH]
-                                         [--modes bm25,hybrid] [--ocr off|auto]
+                                         [--modes bm25,convex,hybrid] [--ocr off|auto]
                                          [--chunk-weights 0,0.5,1] [--page-weights 0,0.5,...]
                                          [--dense-weights 0,0.25,...] [--rrf-ks 60,10]
+                                         [--convex-passage 0,0.1,...] [--convex-page ...] [--convex-dense ...]
 
 Scores nDCG@10 over a grid of fusion weights on each shared dev set (``../shared/data``; sets
 not found there are skipped with a message):
@@ -12,7 +13,12 @@ not found there are skipped with a message):
 - ``bm25`` mode: ``bm25_chunk_weight`` c in {0, 0.5, 1} (``--chunk-weights``; 0.125 and 0.25
   add the passage : page ratios 1/8 to 1/24) x ``bm25_page_weight`` p in {0, 0.5, 1, 1.5, 2, 3},
   not both 0;
-- ``hybrid`` mode (BM25 + dense passages of the dense model, CPU): the same points x
+- ``convex`` mode (BM25 + dense passages of the dense model, CPU, fused by the convex
+  combination of normalised scores, ``dense_fusion=convex``, the product's default):
+  ``convex_passage_weight`` x ``convex_page_weight`` x ``convex_dense_weight`` over
+  ``--convex-passage`` {0, 0.1, 0.2, 0.3} x ``--convex-page`` {0.3, 0.4, 0.5} x ``--convex-dense``
+  {0.4, 0.5}, passage and page not both 0;
+- ``hybrid`` mode (the same channels fused by RRF, ``dense_fusion=rrf``): the bm25 points x
   ``dense_weight`` d in {0, 0.25, 0.5, 0.75, 1} x ``rrf_k_dense`` k (``--rrf-ks``; by default
   only today's, DEFAULT_RRF_K_DENSE). all-MiniLM-L6-v2 serves English only, so on CMRC2018 the
   dense channel is skipped and hybrid equals bm25 by construction;
@@ -23,7 +29,7 @@ Each set is indexed once per mode (``evaluate_variants``): BM25 only for bm25 mo
 dense vectors for hybrid mode. MMLongBench is ingested with OCR off by default
 (``Settings(ocr="off")``: ~40 s instead of OCRing the scanned pages; its 10 image-only PDFs are
 not indexed, so their judged pages count as misses in every variant); ``--ocr auto`` reads them
-as the product's eval does (~4.5 min more on 2 cores). ``--modes bm25`` skips the hybrid grid
+as the product's eval does (~4.5 min more on 2 cores). ``--modes bm25`` skips the dense grids
 (bm25 is always searched: its c=0, p=1 point is every mode's baseline). RRF is homogeneous in its weights, so points
 that are multiples of each other (c=0.5, p=1 and c=1, p=2) at one k rank identically (checked:
 every metric equal): one point per ratio class is searched and its figures serve the whole class (9
@@ -63,7 +69,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from ragspine.config.fusion import DEFAULT_RRF_K_DENSE  # noqa: E402  (the path above)
+from ragspine.config.fusion import DEFAULT_CONVEX_WEIGHTS, DEFAULT_RRF_K_DENSE  # noqa: E402  (the path above)
 
 DATA = ROOT.parent / "shared" / "data"
 SETS = {"tatqa_dev": DATA / "text" / "tatqa_dev", "cranfield": DATA / "text" / "cranfield",
@@ -77,13 +83,20 @@ RRF_KS = (float(DEFAULT_RRF_K_DENSE),)  # --rrf-ks to change
 #: two, hybrid points all four); the last is RRF's k, not a weight.
 KEYS = ("bm25_chunk_weight", "bm25_page_weight", "dense_weight", "rrf_k_dense")
 N_WEIGHTS = 3
-MODES = ("bm25", "hybrid")
+#: The settings of a convex point (passage, page, dense), and its grid (--convex-*).
+CONVEX_KEYS = ("convex_passage_weight", "convex_page_weight", "convex_dense_weight")
+CONVEX_PASSAGE = (0.0, 0.1, 0.2, 0.3)
+CONVEX_PAGE = (0.3, 0.4, 0.5)
+CONVEX_DENSE = (0.4, 0.5)
+MODES = ("bm25", "hybrid", "convex")
 #: Today's defaults (ragspine.config), as grid points of their ratio class: the "before" of the
 #: report and the tie-break. With BM25 alone passage 0.375 : page 1.5 (= c=0.5 p=2, chosen with
 #: the query's question words dropped; before, the page channel alone); beside the dense channel
 #: 0.75 : 1.5 : 0.75 (= c=1 p=2 d=1, chosen with multilingual-e5-small) with RRF's k at
 #: DEFAULT_RRF_K_DENSE.
-DEFAULTS = {"bm25": (0.5, 2.0), "hybrid": (1.0, 2.0, 1.0, float(DEFAULT_RRF_K_DENSE))}
+#: The convex fusion's: DEFAULT_CONVEX_WEIGHTS.
+DEFAULTS = {"bm25": (0.5, 2.0), "hybrid": (1.0, 2.0, 1.0, float(DEFAULT_RRF_K_DENSE)),
+            "convex": tuple(DEFAULT_CONVEX_WEIGHTS)}
 BASELINE = (0.0, 1.0)
 
 Point = tuple[float, ...]
@@ -99,7 +112,11 @@ CHECKS = {"mmlongbench_dev": ("by_document_type", "Financial report")}
 
 def grid(mode: str, dense_weights: Sequence[float] = DENSE_WEIGHTS,
          chunk_weights: Sequence[float] = CHUNK_WEIGHTS, page_weights: Sequence[float] = PAGE_WEIGHTS,
-         rrf_ks: Sequence[float] = RRF_KS) -> list[Point]:
+         rrf_ks: Sequence[float] = RRF_KS,
+         convex: tuple[Sequence[float], Sequence[float], Sequence[float]] = (CONVEX_PASSAGE, CONVEX_PAGE,
+                                                                              CONVEX_DENSE)) -> list[Point]:
+    if mode == "convex":
+        return [(c, p, d) for c in convex[0] for p in convex[1] for d in convex[2] if c or p]
     bm25 = [(c, p) for c in chunk_weights for p in page_weights if c or p]
     return bm25 if mode == "bm25" else [(c, p, d, k) for c, p in bm25 for d in dense_weights for k in rrf_ks]
 
@@ -186,25 +203,28 @@ def query_vectors_memoised() -> Iterator[None]:
 
 
 def score_grid(settings: Any, root: Path, mode: str, limit: int | None,
-               dense_weights: Sequence[float] = DENSE_WEIGHTS,
-               chunk_weights: Sequence[float] = CHUNK_WEIGHTS, page_weights: Sequence[float] = PAGE_WEIGHTS,
-               rrf_ks: Sequence[float] = RRF_KS) -> dict[Point, dict[str, Any]]:
-    """Every grid point of ``mode`` -> its ``evaluate_variants`` result, one index for all."""
+               points: Sequence[Point]) -> dict[Point, dict[str, Any]]:
+    """Every point of ``mode``'s grid -> its ``evaluate_variants`` result, one index for all."""
     from ragspine.evaluation import evaluate_variants
 
-    points = grid(mode, dense_weights, chunk_weights, page_weights, rrf_ks)
     searched: dict[Point, Point] = {}
     for p in points:
         searched.setdefault(ratio_class(p), p)
-    variants = {label(p): setting_values(p) for p in searched.values()}
+    variants = {label(p): setting_values(p, mode) for p in searched.values()}
     with query_vectors_memoised():
-        res = evaluate_variants(settings, root, variants, mode=mode, limit_queries=limit)
+        res = evaluate_variants(settings, root, variants, mode="bm25" if mode == "bm25" else "hybrid",
+                                limit_queries=limit)
     return {p: res[label(searched[ratio_class(p)])] for p in points}
 
 
-def setting_values(point: Point) -> dict[str, float | int]:
-    """The settings of a grid point (RRF's k an int, as the setting is)."""
-    return {key: (int(v) if key == "rrf_k_dense" else v) for key, v in zip(KEYS, point)}
+def setting_values(point: Point, mode: str) -> dict[str, float | int | str]:
+    """The settings of a grid point of ``mode`` (RRF's k an int, as the setting is)."""
+    if mode == "convex":
+        return {**dict(zip(CONVEX_KEYS, point)), "dense_fusion": "convex"}
+    out: dict[str, float | int | str] = {key: (int(v) if key == "rrf_k_dense" else v) for key, v in zip(KEYS, point)}
+    if mode == "hybrid":
+        out["dense_fusion"] = "rrf"
+    return out
 
 
 def ndcg_table(results: Mapping[str, Mapping[Point, Mapping[str, Any]]]) -> dict[str, dict[Point, float]]:
@@ -263,18 +283,25 @@ def print_before_after(tables: Mapping[str, Table], baseline: Mapping[str, float
 # -- main --------------------------------------------------------------------------------------
 
 
+DEFAULTS_CONVEX_LISTS = (CONVEX_PASSAGE, CONVEX_PAGE, CONVEX_DENSE)
+
+
 def floats(text: str) -> tuple[float, ...]:
     return tuple(float(w) for w in text.split(","))
 
 
 def grid_lists_missing(chunk: Sequence[float], page: Sequence[float], dense: Sequence[float],
-                       ks: Sequence[float]) -> list[str]:
+                       ks: Sequence[float],
+                       convex: tuple[Sequence[float], Sequence[float], Sequence[float]] = DEFAULTS_CONVEX_LISTS,
+                       ) -> list[str]:
     """What the comma lists of the grid lack of the baseline and the defaults, which the report
     compares every point with: one line per list, empty when nothing is missing."""
     need = {"--chunk-weights": (chunk, {BASELINE[0], DEFAULTS["bm25"][0], DEFAULTS["hybrid"][0]}),
             "--page-weights": (page, {BASELINE[1], DEFAULTS["bm25"][1], DEFAULTS["hybrid"][1]}),
             "--dense-weights": (dense, {DEFAULTS["hybrid"][2]}),
-            "--rrf-ks": (ks, {DEFAULTS["hybrid"][3]})}
+            "--rrf-ks": (ks, {DEFAULTS["hybrid"][3]}),
+            **{flag: (have, {want}) for flag, have, want in
+               zip(("--convex-passage", "--convex-page", "--convex-dense"), convex, DEFAULTS["convex"])}}
     out = []
     for flag, (have, wanted) in need.items():
         missing = sorted(wanted - set(have))
@@ -312,9 +339,14 @@ def main() -> int:
                     help="BM25 page channel weights of both grids (comma list)")
     ap.add_argument("--rrf-ks", default=",".join(f"{k:g}" for k in RRF_KS),
                     help="RRF constants of the hybrid grid (rrf_k_dense; comma list of integers >= 1)")
+    for name, values in zip(("passage", "page", "dense"), DEFAULTS_CONVEX_LISTS):
+        ap.add_argument(f"--convex-{name}", default=",".join(f"{w:g}" for w in values),
+                        help=f"convex_{name}_weight values of the convex grid (comma list)")
     ap.add_argument("--limit", type=int, default=None, help="first N judged queries per set")
     ap.add_argument("--json", type=Path, default=None, help="also write all results here")
-    ap.add_argument("--modes", default=",".join(MODES), help="modes to search (comma list of bm25, hybrid)")
+    ap.add_argument("--modes", default="bm25,convex",
+                    help="modes to search (comma list of bm25; hybrid: BM25 + dense by RRF; convex: by the "
+                         "convex combination)")
     ap.add_argument("--ocr", choices=("off", "auto"), default="off",
                     help="OCR of MMLongBench's pages at ingest (auto: its image-only pages get text, "
                          "~4 min more; the text sets have no pixels)")
@@ -326,13 +358,15 @@ def main() -> int:
         ap.error("--modes must include bm25: the baseline every mode is compared against is BM25's")
 
     try:
-        dense_weights, chunk_weights, page_weights, rrf_ks = (
-            floats(a) for a in (args.dense_weights, args.chunk_weights, args.page_weights, args.rrf_ks))
+        dense_weights, chunk_weights, page_weights, rrf_ks, *convex_lists = (
+            floats(a) for a in (args.dense_weights, args.chunk_weights, args.page_weights, args.rrf_ks,
+                                args.convex_passage, args.convex_page, args.convex_dense))
     except ValueError as exc:
         ap.error(f"a weight or k list is not a comma list of numbers: {exc}")
     if any(k < 1 or k != int(k) for k in rrf_ks):
         ap.error(f"--rrf-ks takes integers >= 1; got {args.rrf_ks!r}")
-    missing = grid_lists_missing(chunk_weights, page_weights, dense_weights, rrf_ks)
+    convex = (convex_lists[0], convex_lists[1], convex_lists[2])
+    missing = grid_lists_missing(chunk_weights, page_weights, dense_weights, rrf_ks, convex)
     if missing:  # the baseline and the defaults the report compares with must be grid points
         ap.error("; ".join(missing))
     if not DATA.is_dir():
@@ -340,8 +374,9 @@ def main() -> int:
         return 0
     base = Settings(reranker="none", device="cpu", ocr=args.ocr)
     # BM25's index needs no dense vectors (the default dense model would encode every passage).
+    with_dense = base.model_copy(update={"dense_model": args.dense_model})
     settings = {"bm25": Settings(reranker="none", device="cpu", ocr=args.ocr, dense_model="none"),
-                "hybrid": base.model_copy(update={"dense_model": args.dense_model})}
+                "hybrid": with_dense, "convex": with_dense}
     results: dict[str, dict[str, dict[Point, dict[str, Any]]]] = {m: {} for m in MODES}
     seconds: dict[str, dict[str, float]] = {m: {} for m in MODES}
     t_all = time.perf_counter()
@@ -350,8 +385,8 @@ def main() -> int:
     for name, root in dataset_roots(args.datasets):
         for mode in modes:
             t0 = time.perf_counter()
-            results[mode][name] = score_grid(settings[mode], root, mode, args.limit, dense_weights,
-                                               chunk_weights, page_weights, rrf_ks)
+            points = grid(mode, dense_weights, chunk_weights, page_weights, rrf_ks, convex)
+            results[mode][name] = score_grid(settings[mode], root, mode, args.limit, points)
             seconds[mode][name] = round(time.perf_counter() - t0, 1)
             some = next(iter(results[mode][name].values()))
             print(f"{name} {mode}: {some['queries']} queries, {seconds[mode][name]:.0f} s "
@@ -381,6 +416,7 @@ def main() -> int:
             "limit": args.limit, "ocr": args.ocr, "modes": modes,
             "dense_model": args.dense_model, "dense_weights": list(dense_weights),
             "chunk_weights": list(chunk_weights), "page_weights": list(page_weights), "rrf_ks": list(rrf_ks),
+            "convex": {"passage": list(convex[0]), "page": list(convex[1]), "dense": list(convex[2])},
             "total_seconds": round(total, 1),
             "seconds": seconds, "baseline": {"point": label(BASELINE), "ndcg@10": baseline},
             "old_defaults": {m: label(DEFAULTS[m]) for m in modes},

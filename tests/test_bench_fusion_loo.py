@@ -109,10 +109,25 @@ def test_rrf_k_is_a_grid_coordinate_that_ratio_classes_never_scale() -> None:
     assert fl.ratio_class((1.0, 2.0, 1.0, 10.0)) == (0.5, 1.0, 0.5, 10.0) == fl.ratio_class((0.5, 1.0, 0.5, 10.0))
     assert fl.ratio_class((1.0, 2.0, 1.0, 10.0)) != fl.ratio_class((1.0, 2.0, 1.0, 60.0))
     assert fl.label((1.0, 2.0, 1.0, 10.0)) == "c=1 p=2 d=1 k=10"
-    values = fl.setting_values((1.0, 2.0, 1.0, 10.0))
-    assert values == {"bm25_chunk_weight": 1.0, "bm25_page_weight": 2.0, "dense_weight": 1.0, "rrf_k_dense": 10}
+    values = fl.setting_values((1.0, 2.0, 1.0, 10.0), "hybrid")
+    assert values == {"bm25_chunk_weight": 1.0, "bm25_page_weight": 2.0, "dense_weight": 1.0, "rrf_k_dense": 10,
+                      "dense_fusion": "rrf"}
     assert isinstance(values["rrf_k_dense"], int)
-    assert fl.setting_values((0.5, 2.0)) == {"bm25_chunk_weight": 0.5, "bm25_page_weight": 2.0}
+    assert fl.setting_values((0.5, 2.0), "bm25") == {"bm25_chunk_weight": 0.5, "bm25_page_weight": 2.0}
+
+
+def test_the_convex_grid_sets_the_convex_weights_and_its_ratio_classes_merge_multiples() -> None:
+    # passage {0, 0.1, 0.2} x page {0.2, 0.4} x dense {0.4}: 6 points; (0, 0.2, 0.4) and (0, 0.4, 0.4)
+    # are not multiples, (0.1, 0.2, 0.4) and (0.2, 0.4, 0.4) are not either (dense fixed), so 6
+    # classes; with dense {0.2, 0.4}, (0.1, 0.2, 0.2) = (0.2, 0.4, 0.4) / 2 and (0, 0.2, 0.2) =
+    # (0, 0.4, 0.4) / 2 merge: 12 points, 10 classes.
+    one = fl.grid("convex", convex=((0.0, 0.1, 0.2), (0.2, 0.4), (0.4,)))
+    assert len(one) == 6 and len({fl.ratio_class(p) for p in one}) == 6
+    two = fl.grid("convex", convex=((0.0, 0.1, 0.2), (0.2, 0.4), (0.2, 0.4)))
+    assert len(two) == 12 and len({fl.ratio_class(p) for p in two}) == 10
+    assert fl.grid("convex", convex=((0.0,), (0.0, 0.5), (0.4,))) == [(0.0, 0.5, 0.4)]  # passage and page not both 0
+    assert fl.setting_values((0.1, 0.5, 0.4), "convex") == {
+        "convex_passage_weight": 0.1, "convex_page_weight": 0.5, "convex_dense_weight": 0.4, "dense_fusion": "convex"}
 
 
 def test_grid_lists_must_hold_the_baseline_and_the_defaults(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -120,6 +135,9 @@ def test_grid_lists_must_hold_the_baseline_and_the_defaults(monkeypatch, capsys)
 
     full = ((0.0, 0.5, 1.0), (1.0, 2.0), (1.0,), (10.0,))
     assert fl.grid_lists_missing(*full) == []
+    # the convex defaults are passage 0.1, page 0.5, dense 0.4
+    assert fl.grid_lists_missing(*full, ((0.0, 0.1), (0.4, 0.5), (0.3,))) == [
+        "--convex-dense must include 0.4 (the baseline and the defaults); got 0.3"]
     # the defaults are c=0.5 p=2 (bm25) and c=1 p=2 d=1 k=10 (hybrid); the baseline c=0 p=1
     assert fl.grid_lists_missing((0.0, 0.5, 1.0), (2.0,), (0.5,), (60.0,)) == [
         "--page-weights must include 1 (the baseline and the defaults); got 2",
@@ -129,8 +147,19 @@ def test_grid_lists_must_hold_the_baseline_and_the_defaults(monkeypatch, capsys)
                               ("--rrf-ks", "10,7.5", "--rrf-ks takes integers >= 1"),
                               ("--rrf-ks", "10,0", "--rrf-ks takes integers >= 1"),
                               ("--page-weights", "1,x", "not a comma list of numbers"),
-                              ("--page-weights", "1.5,2", "--page-weights must include 1")):
+                              ("--page-weights", "1.5,2", "--page-weights must include 1"),
+                              ("--convex-passage", "0,0.2", "--convex-passage must include 0.1"),
+                              ("--convex-page", "0.4,y", "not a comma list of numbers")):
         monkeypatch.setattr("sys.argv", ["fusion_loo.py", flag, value])
         with pytest.raises(SystemExit) as exc:
             fl.main()
         assert exc.value.code == 2 and says in capsys.readouterr().err, (flag, value)
+
+
+def test_every_grid_point_varies_only_query_time_settings() -> None:
+    # evaluate_variants refuses any other setting over one index (the convex keys were once missing)
+    from ragspine.evaluation import QUERY_TIME_SETTINGS
+
+    for mode in fl.MODES:
+        for point in fl.grid(mode, rrf_ks=(10.0, 60.0)):
+            assert set(fl.setting_values(point, mode)) <= QUERY_TIME_SETTINGS, (mode, point)

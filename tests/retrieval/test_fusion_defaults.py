@@ -1,7 +1,9 @@
 """The BM25 channel weights chosen by leave-one-dataset-out (bench/fusion_loo.py): with BM25
 ranking alone the passage channel ranks at a quarter of the page channel's weight (0.375
-against 1.5) and its search picks each page's citation; beside a dense channel it ranks at 0.75
-against page 1.5, and the channels fuse with RRF's k at ``rrf_k_dense`` (10), not ``rrf_k`` (60).
+against 1.5) and its search picks each page's citation. Beside a dense channel the BM25 and dense
+channels fuse by a convex combination of their min-max normalised scores (the default,
+``dense_fusion=convex``), or by RRF at 0.75 : 1.5 : 0.75 with k at ``rrf_k_dense`` (10), not
+``rrf_k`` (60).
 
 Expected fused scores are worked out here from each hit's own channel scores: a page's rank in
 a channel is its position when the hits are sorted by that channel's score, and its fused score
@@ -18,6 +20,7 @@ import pytest
 from ragspine.config import (
     DEFAULT_BM25_CHUNK_SHARE_ALONE,
     DEFAULT_BM25_CHUNK_WEIGHT,
+    DEFAULT_CONVEX_WEIGHTS,
     DEFAULT_RRF_K,
     DEFAULT_RRF_K_DENSE,
     Settings,
@@ -152,7 +155,7 @@ def test_the_fusion_k_is_rrf_k_dense_where_the_dense_channel_ranks(monkeypatch: 
 
 
 def test_beside_the_dense_channel_the_passage_channel_ranks_and_k_is_rrf_k_dense(data_dir: Path) -> None:
-    eng = _engine(data_dir, dense=VocabDense())
+    eng = _engine(data_dir, dense=VocabDense(), dense_fusion="rrf")
     try:
         out = eng.search({"query": QUERY, "libraries": ["lib"], "mode": "hybrid", "top_k": 10})
         assert any(h.scores["dense"] is not None for h in out.hits)
@@ -166,12 +169,80 @@ def test_beside_the_dense_channel_the_passage_channel_ranks_and_k_is_rrf_k_dense
         eng.close()
 
 
-def test_with_the_dense_channel_weighted_0_bm25_ranks_alone_at_rrf_k(data_dir: Path) -> None:
-    eng = _engine(data_dir, dense=VocabDense(), dense_weight=0.0)
+@pytest.mark.parametrize("fusion", [{"dense_fusion": "rrf", "dense_weight": 0.0},
+                                    {"dense_fusion": "convex", "convex_dense_weight": 0.0}])
+def test_with_the_dense_channel_weighted_0_bm25_ranks_alone_at_rrf_k(data_dir: Path, fusion: dict[str, Any]) -> None:
+    eng = _engine(data_dir, dense=VocabDense(), **fusion)
     try:
         out = eng.search({"query": QUERY, "libraries": ["lib"], "mode": "hybrid", "top_k": 10})
         assert all(h.scores.get("dense") is None for h in out.hits)
         got = {h.doc_id: h.scores["fused"] for h in out.hits}
         assert got == pytest.approx(_expected_fused(out.hits, {"bm25": 0.375, "bm25_page": 1.5}, 60), rel=1e-9)
+    finally:
+        eng.close()
+
+
+#: One passage per document, so every passage score a channel returned is on a hit (its page's
+#: best passage) and each channel's bounds, its best and its lowest score (fewer hits than
+#: MIN_CANDIDATES), can be read off the hits.
+ONE_PASSAGE = {
+    "a": "Solar storage revenue.",
+    "b": "Grid revenue and wind capacity.",
+    "c": "Wind capacity of the museum.",
+    "d": "The museum opened a new wing.",
+}
+
+
+def _expected_convex(hits: list[Any], weights: dict[str, float]) -> dict[str, float]:
+    out = {h.doc_id: 0.0 for h in hits}
+    for ch, w in weights.items():
+        got = {h.doc_id: h.scores[ch] for h in hits if h.scores.get(ch) is not None}
+        lo, hi = min(got.values()), max(got.values())
+        for d, v in got.items():
+            out[d] += w * ((v - lo) / (hi - lo) if hi > lo else 1.0)
+    return out
+
+
+def test_beside_the_dense_channel_bm25_and_dense_fuse_by_a_convex_combination(data_dir: Path) -> None:
+    eng = Engine(Settings(data_dir=data_dir, reranker="none"), models=ModelSet(dense=VocabDense()))
+    try:
+        eng.create_library("lib")
+        for doc_id, text in ONE_PASSAGE.items():
+            eng.ingest_text("lib", doc_id, text)
+        s = eng.settings
+        assert s.dense_fusion == "convex"
+        assert (s.convex_passage_weight, s.convex_page_weight, s.convex_dense_weight) == DEFAULT_CONVEX_WEIGHTS
+        out = eng.search({"query": QUERY, "libraries": ["lib"], "mode": "economy", "top_k": 10})
+        assert out.mode == "economy" and len(out.hits) == 4
+        assert all(h.scores["dense"] is not None for h in out.hits)  # d, the museum, only by meaning
+        weights = dict(zip(("bm25", "bm25_page", "dense"), DEFAULT_CONVEX_WEIGHTS))
+        want = _expected_convex(out.hits, weights)
+        got = {h.doc_id: h.scores["fused"] for h in out.hits}
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+        assert [h.doc_id for h in out.hits] == sorted(want, key=lambda d: (-want[d], d))
+        # the guard: these are not the RRF scores of the same ranks
+        assert got != pytest.approx(_expected_fused(out.hits, {"bm25": 0.75, "bm25_page": 1.5, "dense": 0.75}, 10),
+                                    rel=1e-6)
+        # top_k does not move the order of what it returns: bounds are the channels' first 100
+        two = eng.search({"query": QUERY, "libraries": ["lib"], "mode": "economy", "top_k": 2}).hits
+        assert [h.doc_id for h in two] == [h.doc_id for h in out.hits[:2]]
+    finally:
+        eng.close()
+
+
+def test_a_query_bm25_finds_nothing_for_is_ranked_by_meaning_alone(data_dir: Path) -> None:
+    # "zebra" is in no document: the BM25 channels return nothing (no bounds), the dense
+    # channel returns every passage, and the convex fusion ranks by it alone.
+    eng = _engine(data_dir, dense=VocabDense())
+    try:
+        out = eng.search({"query": "zebra museum", "libraries": ["lib"], "mode": "economy", "top_k": 10})
+        assert out.hits and out.hits[0].doc_id == "other"
+        eng2 = _engine(data_dir / "q", dense=VocabDense())
+        only = eng2.search({"query": "zebra", "libraries": ["lib"], "mode": "economy", "top_k": 10})
+        eng2.close()
+        assert only.hits and all(h.scores["bm25"] is None and h.scores["bm25_page"] is None for h in only.hits)
+        fused = [h.scores["fused"] for h in only.hits]
+        dense = [h.scores["dense"] for h in only.hits]
+        assert fused == sorted(fused, reverse=True) and dense == sorted(dense, reverse=True)
     finally:
         eng.close()

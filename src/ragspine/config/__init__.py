@@ -20,6 +20,8 @@ from ragspine.config.fusion import (
     DEFAULT_BM25_CHUNK_WEIGHT,
     DEFAULT_BM25_K1,
     DEFAULT_BM25_PAGE_WEIGHT,
+    DEFAULT_CONVEX_WEIGHTS,
+    DEFAULT_DENSE_FUSION,
     DEFAULT_DENSE_WEIGHT,
     DEFAULT_PREFETCH_MUVERA,
     DEFAULT_PREFETCH_POOLED,
@@ -149,6 +151,17 @@ class Settings(BaseSettings):
     #: The RRF constant of a library's channel fusion when the dense channel ranks beside BM25
     #: and no visual channel does (the CPU path's ``economy``); see :meth:`fusion_k`.
     rrf_k_dense: int = Field(default=DEFAULT_RRF_K_DENSE, ge=1)
+    #: How a library's BM25 and dense channels fuse when no visual channel ranks beside them:
+    #: ``convex`` - each channel's scores min-max normalised (between its best and its 100th)
+    #: and summed with the ``convex_*_weight`` weights; ``rrf`` - weighted RRF with
+    #: ``bm25_chunk_weight``, ``bm25_page_weight``, ``dense_weight`` and ``rrf_k_dense``. Beside
+    #: the visual channel, and with BM25 alone, the fusion is RRF.
+    dense_fusion: Literal["convex", "rrf"] = DEFAULT_DENSE_FUSION  # type: ignore[assignment]
+    #: The convex fusion's weights of the BM25 passage, BM25 page and dense channels (only their
+    #: ratios matter; a dense weight of 0 leaves BM25 ranking alone, as without a dense model).
+    convex_passage_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[0], ge=0)
+    convex_page_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[1], ge=0)
+    convex_dense_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[2], ge=0)
     #: RRF weight of the BM25 passage channel (best passage per page) and of the BM25
     #: whole-page channel; not both 0. A passage weight of 0 ranks by the page channel alone
     #: (the passage search still runs: it finds each page's best passage for the citation); a
@@ -403,6 +416,8 @@ class Settings(BaseSettings):
     def _one_bm25_channel(self) -> "Settings":
         if self.bm25_chunk_weight == 0 and self.bm25_page_weight == 0:
             raise ValueError("bm25_chunk_weight and bm25_page_weight cannot both be 0")
+        if self.convex_passage_weight == 0 and self.convex_page_weight == 0:
+            raise ValueError("convex_passage_weight and convex_page_weight cannot both be 0")
         return self
 
     @property

@@ -11,6 +11,13 @@ DEFAULT_RRF_K = 60
 #: the visual one does not (Settings.rrf_k_dense). A smaller k weighs the top of each ranking more, so a passage BM25
 #: puts first by a wide margin stays first beside a dense channel that disagrees.
 DEFAULT_RRF_K_DENSE = 10
+#: How a library's BM25 and dense channels fuse when no visual channel ranks beside them
+#: (Settings.dense_fusion): ``convex``, a convex combination of min-max normalised scores
+#: (ragspine.scoring.fusion.convex), or ``rrf``.
+DEFAULT_DENSE_FUSION = "convex"
+#: The convex combination's weights of the BM25 passage, BM25 page and dense channels (only
+#: their ratios matter); each channel's scores are normalised between its best and its 100th.
+DEFAULT_CONVEX_WEIGHTS = (0.1, 0.5, 0.4)
 #: Okapi BM25 term-frequency saturation and length normalisation.
 DEFAULT_BM25_K1 = 1.5
 DEFAULT_BM25_B = 0.75

@@ -132,7 +132,8 @@ def _ranx() -> Any:
 QUERY_TIME_SETTINGS = frozenset(
     {"bm25_chunk_weight", "bm25_page_weight", "bm25_query_counts", "bm25_drop_question_words", "rrf_k", "rrf_k_dense",
      "max_top_k", "max_query_chars",
-     "dense_weight", "visual_weight", "rerank_depth", "prefetch_limit", "rewrite", "rewrite_max_queries",
+     "dense_weight", "dense_fusion", "convex_passage_weight", "convex_page_weight", "convex_dense_weight",
+     "visual_weight", "rerank_depth", "prefetch_limit", "rewrite", "rewrite_max_queries",
      "corrective_min_coverage", "corrective_depth", "corrective_min_similarity",
      "corrective_rescue_similarity", "mmr_lambda", "mmr_pool_factor", "reranker_languages",
      "dense_languages"}

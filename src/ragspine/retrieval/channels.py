@@ -1,5 +1,6 @@
 """The channel runs of a search: per library, BM25 over passages and over pages, dense passages
-and page-image MaxSim, each a page ranking, fused by weighted RRF; then libraries fused by RRF.
+and page-image MaxSim, each a page ranking, fused by weighted RRF, or BM25 and dense by a convex
+combination of their normalised scores (RAGSPINE_DENSE_FUSION); then libraries fused by RRF.
 The BM25-only plan takes the in-memory index's fused ranking instead when it can answer."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.retrieval.plan import Plan
 from ragspine.retrieval.request import CANDIDATE_FACTOR, MIN_CANDIDATES, PageKey, SearchHit, SearchRequest
 from ragspine.scoring.bm25 import query_vector
-from ragspine.scoring.fusion import rrf
+from ragspine.scoring.fusion import convex, minmax_bounds, rrf
 from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, Hit, Where, fde_oversampling
 from ragspine.store.predicates import Predicate
 
@@ -81,9 +82,16 @@ class ChannelRuns:
             def page_key(h: Hit) -> PageKey:
                 return (lib, h.payload["doc_id"], int(h.payload["page"]))
 
+            # Each channel's score bounds for the convex fusion: its best hit and its
+            # MIN_CANDIDATES-th, whatever ``limit`` the request's top_k asked for.
+            bounds: dict[str, tuple[float, float]] = {}
+
             def chunk_channel(hits: list[Hit], score_key: str) -> list[PageKey]:
                 rank: list[PageKey] = []
-                for h in sorted(hits, key=lambda h: (-h.score, h.payload.get("chunk_id", ""))):
+                hits = sorted(hits, key=lambda h: (-h.score, h.payload.get("chunk_id", "")))
+                if hits:
+                    bounds[score_key] = minmax_bounds([h.score for h in hits], MIN_CANDIDATES)
+                for h in hits:
                     key = page_key(h)
                     c = cands.setdefault(key, Cand())
                     if c.chunk_id is None:
@@ -95,7 +103,10 @@ class ChannelRuns:
 
             def page_channel(hits: list[Hit], score_key: str) -> list[PageKey]:
                 rank: list[PageKey] = []
-                for h in sorted(hits, key=lambda h: (-h.score, h.payload["doc_id"], h.payload["page"])):
+                hits = sorted(hits, key=lambda h: (-h.score, h.payload["doc_id"], h.payload["page"]))
+                if hits:
+                    bounds[score_key] = minmax_bounds([h.score for h in hits], MIN_CANDIDATES)
+                for h in hits:
                     key = page_key(h)
                     c = cands.setdefault(key, Cand())
                     c.page_id = h.id
@@ -105,11 +116,21 @@ class ChannelRuns:
 
             ranks: list[list[PageKey]] = []
             weights: list[float] = []
-            dense_runs = (lexical and plan.dense and "dense" in queries and lm.dense is not None
-                          and s.dense_weight > 0)
+            names: list[str] = []  # each ranking's channel (its score key)
+            dense_on = lexical and plan.dense and "dense" in queries and lm.dense is not None
             visual_runs = (plan.visual and "visual" in queries and lm.page is not None
                            and (s.visual_weight > 0 or plan.mode == "vector"))
-            chunk_weight = s.passage_weight(alone=not (dense_runs or visual_runs))
+            # BM25 + dense without the visual channel: the fusion RAGSPINE_DENSE_FUSION names, with
+            # its weights; a dense weight of 0 leaves BM25 ranking alone.
+            convex_fusion = dense_on and not visual_runs and s.dense_fusion == "convex"
+            dense_weight = s.convex_dense_weight if convex_fusion else s.dense_weight
+            dense_runs = dense_on and dense_weight > 0
+            use_convex = convex_fusion and dense_runs
+            if use_convex:
+                chunk_weight, page_weight = s.convex_passage_weight, s.convex_page_weight
+            else:
+                page_weight = s.bm25_page_weight
+                chunk_weight = s.passage_weight(alone=not (dense_runs or visual_runs))
             # A channel weighted 0 does not rank (RAGSPINE_BM25_CHUNK_WEIGHT / _PAGE_WEIGHT, ...);
             # the passage search runs anyway: it finds each page's best passage to cite.
             if lexical and qv.indices:
@@ -118,16 +139,19 @@ class ChannelRuns:
                 if chunk_weight > 0:
                     ranks.append(passages)
                     weights.append(chunk_weight)
-            if lexical and qv.indices and s.bm25_page_weight > 0:
+                    names.append("bm25")
+            if lexical and qv.indices and page_weight > 0:
                 hits = sparse.search_sparse(lib, SPARSE_PAGE, qv, where_page, limit, fields=RANK_FIELDS)
                 ranks.append(page_channel([h for h in hits if current(h)], "bm25_page"))
-                weights.append(s.bm25_page_weight)
+                weights.append(page_weight)
+                names.append("bm25_page")
             if dense_runs:
                 n_passages = rec.stats[SPARSE_CHUNK].count if SPARSE_CHUNK in rec.stats else 0
                 hits = self.store.search_dense(lib, DENSE_CHUNK, queries["dense"].tolist(), where_chunk, limit,
                                                fields=RANK_FIELDS, exact=n_passages <= s.dense_exact_max_passages)
                 ranks.append(chunk_channel([h for h in hits if current(h)], "dense"))
-                weights.append(s.dense_weight)
+                weights.append(dense_weight)
+                names.append("dense")
             if plan.visual and "visual" in queries:
                 if lm.page is None:
                     why = lm.page_missing or "it was created without a page model"
@@ -151,9 +175,20 @@ class ChannelRuns:
                     ranks.append(page_channel([h for h in hits if current(h)], "visual"))
                     visual_ran = True
                     weights.append(s.visual_weight if plan.mode != "vector" else 1.0)
+                    names.append("visual")
             # Equal fused scores (ranks 1+2 against 2+1) go to the page whose best passage has
             # the higher BM25 score (the tie-break rule of scoring.fusion).
-            fused = rrf(ranks, k=s.fusion_k(dense_runs, visual_runs), weights=weights, tiebreak=passage_bm25(cands)) if ranks else []
+            tiebreak = passage_bm25(cands)
+            if not ranks:
+                fused = []
+            elif use_convex:
+                channels = [{key: float(cands[key].scores[name] or 0.0) for key in rank}
+                            for rank, name in zip(ranks, names)]
+                # a channel that found nothing has no bounds and nothing to normalise
+                fused = convex(channels, weights, bounds=[bounds.get(name, (0.0, 0.0)) for name in names],
+                               tiebreak=tiebreak)
+            else:
+                fused = rrf(ranks, k=s.fusion_k(dense_runs, visual_runs), weights=weights, tiebreak=tiebreak)
             for key, score in fused:
                 cands[key].scores["fused"] = score
             per_lib.append([key for key, _ in fused])

@@ -1,7 +1,14 @@
-"""Reciprocal Rank Fusion (Cormack, Clarke and Büttcher, SIGIR 2009): the one fusion every
-ranking path uses (BM25 channels in the in-memory index and through the store, visual and dense
-channels, several libraries, graph expansion), so that two paths over the same rankings give the
-same order bit for bit.
+"""The two fusions of ranked channels.
+
+- :func:`rrf`, Reciprocal Rank Fusion (Cormack, Clarke and Büttcher, SIGIR 2009): ranks only.
+  Every ranking path uses it (BM25 channels in the in-memory index and through the store, the
+  visual channel, several libraries, query variants, graph expansion), so that two paths over
+  the same rankings give the same order bit for bit.
+- :func:`convex`, a convex combination of min-max normalised scores (Bruch, Gai and Ingber, "An
+  Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023): a library's BM25 and dense
+  channels when no visual channel ranks beside them. It keeps how far apart two scores are,
+  which ranks throw away: a passage BM25 finds far ahead of the rest stays ahead of one the
+  dense channel ranks first by a hair (bench/fusion_loo.py --fusion convex, docs/measured.md).
 
 Tie-break rule (stated once, here): equal fused scores are ordered by the caller's
 ``tiebreak`` score, higher first (the search paths pass each page's best passage BM25 score, so
@@ -55,6 +62,52 @@ def rrf(
     try:
         return sorted(scores, key=lambda kv: (-kv[1], -(tb.get(kv[0]) or 0.0), kv[0]))
     except TypeError:  # ids of mixed types: compare a stable string form instead
+        return sorted(scores, key=lambda kv: (-kv[1], -(tb.get(kv[0]) or 0.0), _sort_key(kv[0])))
+
+
+def minmax_bounds(scores: Sequence[float], depth: int) -> tuple[float, float]:
+    """``(lo, hi)`` of a channel's scores sorted best first: its best score and the score at
+    ``depth`` (or its last, when it has fewer). Bounding by a fixed depth, not by however many
+    hits a request asked for, keeps the normalised scores, and so the order, the same whatever
+    the request's ``top_k``."""
+    if not scores:
+        raise ValueError("a channel with no scores has no bounds")
+    if depth < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    return float(scores[min(depth, len(scores)) - 1]), float(scores[0])
+
+
+def convex(
+    channels: Sequence[Mapping[K, float]],
+    weights: Sequence[float],
+    *,
+    bounds: Sequence[tuple[float, float]] | None = None,
+    tiebreak: Mapping[K, float | None] | None = None,
+) -> list[tuple[K, float]]:
+    """Fuse scored channels: ``score(d) = sum_i weight_i * norm_i(s_i(d))`` with
+    ``norm_i(s) = (s - lo_i) / (hi_i - lo_i)`` clipped to [0, 1], ``(lo_i, hi_i)`` from ``bounds``
+    (default: the channel's own min and max). An id a channel did not return scores 0 there; in a
+    channel whose ``hi == lo`` every id it returned scores 1. Weights must be >= 0 (only their
+    ratios matter). Sorted as :func:`rrf` sorts, by ``(-score, -tiebreak[id], id)``."""
+    if len(weights) != len(channels):
+        raise ValueError(f"{len(weights)} weights for {len(channels)} channels")
+    if any(w < 0 or math.isnan(w) for w in weights):
+        raise ValueError(f"convex fusion weights must be >= 0, got {list(weights)}")
+    if bounds is None:
+        bounds = [(min(ch.values()), max(ch.values())) if ch else (0.0, 0.0) for ch in channels]
+    if len(bounds) != len(channels):
+        raise ValueError(f"{len(bounds)} bounds for {len(channels)} channels")
+    parts: dict[K, list[float]] = {}
+    for ch, w, (lo, hi) in zip(channels, weights, bounds):
+        span = hi - lo
+        for item, score in ch.items():
+            norm = 1.0 if span <= 0 else min(1.0, max(0.0, (score - lo) / span))
+            parts.setdefault(item, []).append(w * norm)
+    scores = [(item, math.fsum(ps)) for item, ps in parts.items()]
+    tb = tiebreak or {}
+    try:
+        return sorted(scores, key=lambda kv: (-kv[1], -(tb.get(kv[0]) or 0.0), kv[0]))
+    except TypeError:
         return sorted(scores, key=lambda kv: (-kv[1], -(tb.get(kv[0]) or 0.0), _sort_key(kv[0])))
 
 
