@@ -135,8 +135,8 @@ def test_grid_lists_must_hold_the_baseline_and_the_defaults(monkeypatch, capsys)
 
     full = ((0.0, 0.5, 1.0), (1.0, 2.0), (1.0,), (10.0,))
     assert fl.grid_lists_missing(*full) == []
-    # the convex defaults are passage 0.1, page 0.5, dense 0.4
-    assert fl.grid_lists_missing(*full, ((0.0, 0.1), (0.4, 0.5), (0.3,))) == [
+    # the convex defaults are passage 0.2, page 0.4, dense 0.4
+    assert fl.grid_lists_missing(*full, ((0.0, 0.2), (0.4, 0.5), (0.3,))) == [
         "--convex-dense must include 0.4 (the baseline and the defaults); got 0.3"]
     # the defaults are c=0.5 p=2 (bm25) and c=1 p=2 d=1 k=10 (hybrid); the baseline c=0 p=1
     assert fl.grid_lists_missing((0.0, 0.5, 1.0), (2.0,), (0.5,), (60.0,)) == [
@@ -148,7 +148,7 @@ def test_grid_lists_must_hold_the_baseline_and_the_defaults(monkeypatch, capsys)
                               ("--rrf-ks", "10,0", "--rrf-ks takes integers >= 1"),
                               ("--page-weights", "1,x", "not a comma list of numbers"),
                               ("--page-weights", "1.5,2", "--page-weights must include 1"),
-                              ("--convex-passage", "0,0.2", "--convex-passage must include 0.1"),
+                              ("--convex-passage", "0,0.1", "--convex-passage must include 0.2"),
                               ("--convex-page", "0.4,y", "not a comma list of numbers")):
         monkeypatch.setattr("sys.argv", ["fusion_loo.py", flag, value])
         with pytest.raises(SystemExit) as exc:

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ragspine.config.api_keys import parse_api_keys
 from ragspine.config.fusion import (
     DEFAULT_BM25_B,
     DEFAULT_BM25_CHUNK_SHARE_ALONE,
@@ -298,7 +299,8 @@ class Settings(BaseSettings):
     #: Fused candidates the reranker scores (the rest keep their fused order after them).
     rerank_depth: int = Field(default=50, ge=1, le=1000)
     #: RRF weights of the visual (page image) and dense (passage) channels, against the BM25
-    #: channels' ``bm25_chunk_weight`` and ``bm25_page_weight``.
+    #: channels' ``bm25_chunk_weight`` and ``bm25_page_weight`` (the dense one beside the visual
+    #: channel or with ``dense_fusion=rrf``; else ``convex_dense_weight`` applies).
     visual_weight: float = Field(default=DEFAULT_VISUAL_WEIGHT, ge=0)
     dense_weight: float = Field(default=DEFAULT_DENSE_WEIGHT, ge=0)
     #: The dense channel scans every passage of a library exactly up to this many passages
@@ -472,22 +474,6 @@ class Settings(BaseSettings):
                 f"({self.chunk_chars})"
             )
         return self
-
-
-def parse_api_keys(text: str) -> dict[str, frozenset[str]]:
-    """Parse ``"KEY1=lib-a,lib-b;KEY2=*"``; raises ValueError naming the bad entry."""
-    out: dict[str, frozenset[str]] = {}
-    for n, entry in enumerate(e for e in text.split(";") if e.strip()):
-        key, sep, libs = entry.partition("=")
-        key = key.strip()
-        names = frozenset(x.strip() for x in libs.split(",") if x.strip())
-        if not sep or len(key) < 8 or not names:
-            raise ValueError(
-                f"api_keys entry {n + 1} is not 'KEY=lib1,lib2' with a key of 8+ characters "
-                "and at least one library (or '*')"
-            )
-        out[key] = names
-    return out
 
 
 def load_settings(**overrides: object) -> Settings:

