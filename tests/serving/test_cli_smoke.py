@@ -235,6 +235,21 @@ def test_bad_setting_in_the_environment_is_one_line(capsys: pytest.CaptureFixtur
     assert code != 0 and len(err.strip().splitlines()) == 1 and "RAGSPINE_MAX_TOP_K" in err
 
 
+@pytest.mark.parametrize("both", [("RAGSPINE_CONVEX_PASSAGE_WEIGHT", "RAGSPINE_CONVEX_PAGE_WEIGHT"),
+                                  ("RAGSPINE_BM25_CHUNK_WEIGHT", "RAGSPINE_BM25_PAGE_WEIGHT")])
+def test_a_rule_over_two_settings_is_one_line_naming_both(capsys: pytest.CaptureFixture[str], cli_data: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          both: tuple[str, str]) -> None:
+    # a model-level rule has no single field to name (it once crashed the CLI with a traceback)
+    for name in both:
+        monkeypatch.setenv(name, "0")
+    code, _, err = run(capsys, "--data-dir", str(cli_data), "search", "revenue", "--library", "lib")
+    line = err.strip()
+    assert code != 0 and len(line.splitlines()) == 1 and "Traceback" not in err
+    assert line.startswith("ragspine: error: bad settings:") and "cannot both be 0" in line
+    assert all(name.removeprefix("RAGSPINE_").lower() in line for name in both), line
+
+
 def _env() -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}, "RAGSPINE_DENSE_MODEL": "none"}
 

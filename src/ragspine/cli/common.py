@@ -45,7 +45,10 @@ def _settings(args: argparse.Namespace) -> Any:
         return load_settings(data_dir=args.data_dir)
     except ValidationError as exc:
         err = exc.errors()[0]
-        _fail(f"bad setting RAGSPINE_{str(err['loc'][0]).upper()}: {err['msg']}")
+        if err["loc"]:
+            _fail(f"bad setting RAGSPINE_{str(err['loc'][0]).upper()}: {err['msg']}")
+        # a rule over several settings (e.g. two weights not both 0) names them in its message
+        _fail(f"bad settings: {str(err['msg']).removeprefix('Value error, ')}")
 
 
 def _parse_meta(pairs: Sequence[str]) -> dict[str, Any]:
