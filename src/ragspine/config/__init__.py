@@ -150,7 +150,7 @@ class Settings(BaseSettings):
     #: channel beside them, of the libraries of one search and of query variants.
     rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
     #: The RRF constant of a library's channel fusion when the dense channel ranks beside BM25
-    #: and no visual channel does (the CPU path's ``economy``); see :meth:`fusion_k`.
+    #: and no visual channel does, with ``dense_fusion=rrf``; see :meth:`fusion_k`.
     rrf_k_dense: int = Field(default=DEFAULT_RRF_K_DENSE, ge=1)
     #: How a library's BM25 and dense channels fuse when no visual channel ranks beside them:
     #: ``convex`` - each channel's scores min-max normalised (between its best and its 100th)
@@ -174,8 +174,8 @@ class Settings(BaseSettings):
     #: Why (bench/fusion_loo.py, leave-one-dataset-out over TAT-QA, Cranfield, CMRC2018 and
     #: MMLongBench pages, nDCG@10): with BM25 alone, passage 1 : page 4 is the best mean among
     #: the points at or above plain page BM25 on every set (DEFAULT_BM25_CHUNK_SHARE_ALONE);
-    #: beside the dense channel, passage 0.75 + page 1.5 (+ dense 0.75) is at or above plain BM25
-    #: on all four sets.
+    #: beside the dense channel fused by RRF, passage 0.75 + page 1.5 (+ dense 0.75) is at or
+    #: above plain BM25 on all four sets.
     bm25_chunk_weight: float | None = Field(default=None, ge=0)
     bm25_page_weight: float = Field(default=DEFAULT_BM25_PAGE_WEIGHT, ge=0)
     #: Query term weights: ``True`` counts a repeated query term as often as it is asked (plain
