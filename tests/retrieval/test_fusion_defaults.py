@@ -154,6 +154,16 @@ def test_the_fusion_k_is_rrf_k_dense_where_the_dense_channel_ranks(monkeypatch: 
         Settings()
 
 
+@pytest.mark.parametrize("name", ["convex_passage_weight", "convex_page_weight", "convex_dense_weight",
+                                  "bm25_chunk_weight", "bm25_page_weight", "dense_weight", "visual_weight"])
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400"])
+def test_a_fusion_weight_must_be_finite(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    # an infinite weight times a channel's 0 is NaN, and NaN scores cannot be sorted
+    monkeypatch.setenv(f"RAGSPINE_{name.upper()}", value)
+    with pytest.raises(ValueError, match=name):
+        Settings()
+
+
 def test_beside_the_dense_channel_the_passage_channel_ranks_and_k_is_rrf_k_dense(data_dir: Path) -> None:
     eng = _engine(data_dir, dense=VocabDense(), dense_fusion="rrf")
     try:

@@ -70,8 +70,9 @@ def test_minmax_bounds_use_a_fixed_depth() -> None:
 
 @pytest.mark.parametrize(("weights", "bounds", "says"), [
     ([1.0], None, "1 weights for 2 channels"),
-    ([1.0, -0.1], None, "must be >= 0"),
-    ([1.0, float("nan")], None, "must be >= 0"),
+    ([1.0, -0.1], None, "must be finite and >= 0"),
+    ([1.0, float("nan")], None, "must be finite and >= 0"),
+    ([1.0, float("inf")], None, "must be finite and >= 0"),
     ([1.0, 1.0], [(0.0, 1.0)], "1 bounds for 2 channels"),
 ])
 def test_bad_input_is_refused(weights: list[float], bounds: list[tuple[float, float]] | None, says: str) -> None:

@@ -160,9 +160,9 @@ class Settings(BaseSettings):
     dense_fusion: Literal["convex", "rrf"] = DEFAULT_DENSE_FUSION  # type: ignore[assignment]
     #: The convex fusion's weights of the BM25 passage, BM25 page and dense channels (only their
     #: ratios matter; a dense weight of 0 leaves BM25 ranking alone, as without a dense model).
-    convex_passage_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[0], ge=0)
-    convex_page_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[1], ge=0)
-    convex_dense_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[2], ge=0)
+    convex_passage_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[0], ge=0, allow_inf_nan=False)
+    convex_page_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[1], ge=0, allow_inf_nan=False)
+    convex_dense_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[2], ge=0, allow_inf_nan=False)
     #: RRF weight of the BM25 passage channel (best passage per page) and of the BM25
     #: whole-page channel; not both 0. A passage weight of 0 ranks by the page channel alone
     #: (the passage search still runs: it finds each page's best passage for the citation); a
@@ -176,8 +176,8 @@ class Settings(BaseSettings):
     #: the points at or above plain page BM25 on every set (DEFAULT_BM25_CHUNK_SHARE_ALONE);
     #: beside the dense channel fused by RRF, passage 0.75 + page 1.5 (+ dense 0.75) is at or
     #: above plain BM25 on all four sets.
-    bm25_chunk_weight: float | None = Field(default=None, ge=0)
-    bm25_page_weight: float = Field(default=DEFAULT_BM25_PAGE_WEIGHT, ge=0)
+    bm25_chunk_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    bm25_page_weight: float = Field(default=DEFAULT_BM25_PAGE_WEIGHT, ge=0, allow_inf_nan=False)
     #: Query term weights: ``True`` counts a repeated query term as often as it is asked (plain
     #: BM25 over the query's token list); ``False`` weighs each distinct term once.
     bm25_query_counts: bool = True
@@ -301,8 +301,8 @@ class Settings(BaseSettings):
     #: RRF weights of the visual (page image) and dense (passage) channels, against the BM25
     #: channels' ``bm25_chunk_weight`` and ``bm25_page_weight`` (the dense one beside the visual
     #: channel or with ``dense_fusion=rrf``; else ``convex_dense_weight`` applies).
-    visual_weight: float = Field(default=DEFAULT_VISUAL_WEIGHT, ge=0)
-    dense_weight: float = Field(default=DEFAULT_DENSE_WEIGHT, ge=0)
+    visual_weight: float = Field(default=DEFAULT_VISUAL_WEIGHT, ge=0, allow_inf_nan=False)
+    dense_weight: float = Field(default=DEFAULT_DENSE_WEIGHT, ge=0, allow_inf_nan=False)
     #: The dense channel scans every passage of a library exactly up to this many passages
     #: (0: never): exact, and the same hits whatever HNSW graph an index build (a restore, an
     #: optimize) made. Above it, Qdrant's HNSW graph answers. Measured on the 48 dev PDFs

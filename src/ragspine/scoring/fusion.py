@@ -91,8 +91,8 @@ def convex(
     ratios matter). Sorted as :func:`rrf` sorts, by ``(-score, -tiebreak[id], id)``."""
     if len(weights) != len(channels):
         raise ValueError(f"{len(weights)} weights for {len(channels)} channels")
-    if any(w < 0 or math.isnan(w) for w in weights):
-        raise ValueError(f"convex fusion weights must be >= 0, got {list(weights)}")
+    if any(not (0 <= w < math.inf) for w in weights):  # an infinite weight times a 0 is NaN
+        raise ValueError(f"convex fusion weights must be finite and >= 0, got {list(weights)}")
     if bounds is None:
         bounds = [(min(ch.values()), max(ch.values())) if ch else (0.0, 0.0) for ch in channels]
     if len(bounds) != len(channels):
