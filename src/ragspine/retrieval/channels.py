@@ -82,14 +82,14 @@ class ChannelRuns:
             def page_key(h: Hit) -> PageKey:
                 return (lib, h.payload["doc_id"], int(h.payload["page"]))
 
-            # Each channel's score bounds for the convex fusion: its best hit and its
-            # MIN_CANDIDATES-th, whatever ``limit`` the request's top_k asked for.
+            # Each channel's score bounds for the convex fusion (only it needs them): its best
+            # hit and its MIN_CANDIDATES-th, whatever ``limit`` the request's top_k asked for.
             bounds: dict[str, tuple[float, float]] = {}
 
             def chunk_channel(hits: list[Hit], score_key: str) -> list[PageKey]:
                 rank: list[PageKey] = []
                 hits = sorted(hits, key=lambda h: (-h.score, h.payload.get("chunk_id", "")))
-                if hits:
+                if hits and use_convex:
                     bounds[score_key] = minmax_bounds([h.score for h in hits], MIN_CANDIDATES)
                 for h in hits:
                     key = page_key(h)
@@ -104,7 +104,7 @@ class ChannelRuns:
             def page_channel(hits: list[Hit], score_key: str) -> list[PageKey]:
                 rank: list[PageKey] = []
                 hits = sorted(hits, key=lambda h: (-h.score, h.payload["doc_id"], h.payload["page"]))
-                if hits:
+                if hits and use_convex:
                     bounds[score_key] = minmax_bounds([h.score for h in hits], MIN_CANDIDATES)
                 for h in hits:
                     key = page_key(h)
