@@ -151,6 +151,30 @@ def test_real_detection_never_sees_a_side_over_the_cap() -> None:
     assert [ln.text for ln in lines] == ["Annual revenue by region"]
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["openvino", "onnxruntime"])
+def test_short_labels_are_recognised_without_padding_to_320_px(backend: str) -> None:
+    from ragspine.ocr.rapid import REC_MIN_WIDTH
+
+    engine = RapidOcrEngine(backend=backend, threads=1)
+    assert f":recw={REC_MIN_WIDTH}" in engine.name  # readings differ from RapidOCR's: another cache key
+    ocr = engine._load()
+    widths: list[int] = []
+    session = ocr.text_rec.session
+    ocr.text_rec.session = lambda batch: (widths.append(batch.shape[3]), session(batch))[1]
+    page = pymupdf.open()
+    p = page.new_page(width=400, height=300)
+    labels = ["12%", "2019", "+7.5"]  # chart labels: each far narrower than 320 px at 48 px high
+    for i, label in enumerate(labels):
+        p.insert_text((40 + 120 * i, 150), label, fontsize=24)
+    image = np.frombuffer(p.get_pixmap(dpi=72).samples, np.uint8).reshape(300, 400, 3)  # (h, w, 3) RGB
+    lines = engine.recognize(image)
+    assert sorted(ln.text for ln in lines) == sorted(labels)
+    # One batch, as wide as its widest crop at 48 px high: a 24 pt label's crop is ~30 px high
+    # and ~50-70 px wide, so ~80-120 px; RapidOCR's own floor would have made it 320.
+    assert len(widths) == 1 and REC_MIN_WIDTH <= widths[0] < 160, widths
+
+
 @pytest.mark.gpu
 def test_real_ocr_on_cuda_reads_what_the_cpu_reads() -> None:
     scan = rasterised(report_page(), dpi=200)[0]

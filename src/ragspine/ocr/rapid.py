@@ -102,6 +102,16 @@ _DET_MAX_SIDE = 2048
 _DET_MAX_UPSCALE = 4.0
 #: Detected quads narrower or lower than this (pixels) hold nothing readable.
 _MIN_SIDE_PX = 2.0
+#: The narrowest recognition batch, in pixels at the recogniser's 48 px height. RapidOCR pads
+#: every batch of crops to at least 320 px (PaddleOCR's training width), so a batch of six short
+#: chart labels ran as six 320 px lines: over 29 MMLongBench slide and chart pages at 120 dpi,
+#: 1.43 padded pixels for every pixel of text. At 64 px (the OpenVINO session's width step) a
+#: batch is as wide as its widest crop. Same process, one thread, OpenVINO, those pages
+#: (AMD Zen 4): 1.36-1.41 -> 1.50-1.53 pages/s; the dense synthetic A4 page of
+#: bench/ocr_engine.py (long lines, wider than 320 px anyway) reads the same words at 100, 120
+#: and 150 dpi; bench/ocr.py's nDCG@10: docs/measured.md ("The recogniser's 320 px floor").
+REC_MIN_WIDTH = 64
+_RAPIDOCR_REC_MIN_WIDTH = 320
 
 _PACKAGE = "rapidocr-onnxruntime"
 
@@ -145,6 +155,7 @@ class RapidOcrEngine:
         # The backend and device are part of the name (and so of the OCR cache key): their
         # readings may differ from onnxruntime's on the CPU in a character now and then.
         self.name = (f"rapidocr-onnxruntime:ppocrv4:score={self.text_score:g}:side={self.max_side_px}"
+                     + (f":recw={REC_MIN_WIDTH}" if REC_MIN_WIDTH != _RAPIDOCR_REC_MIN_WIDTH else "")
                      + (f":{self.backend}" if self.backend in ("openvino", "torch") else "")
                      + (":cuda" if self.device == "cuda" else ""))
         self._ocr: Any = None  # rapidocr_onnxruntime.RapidOCR, created by _load()
@@ -172,6 +183,8 @@ class RapidOcrEngine:
                     kwargs.update(det_use_cuda=True, rec_use_cuda=True)
                 try:
                     ocr = RapidOCR(**kwargs)
+                    channels, height = ocr.text_rec.rec_image_shape[:2]
+                    ocr.text_rec.rec_image_shape = [channels, height, REC_MIN_WIDTH]
                     if _DET_MAX_SIDE:
                         det = ocr.text_det
                         det.get_preprocess = lambda _longest: _det_resize(det.limit_side_len, _DET_MAX_SIDE,
