@@ -135,6 +135,22 @@ def test_detection_input_keeps_the_short_side_rule_with_the_long_side_capped(
     assert out.shape[:2] == want
 
 
+@pytest.mark.parametrize("hw", [(1280, 960), (1403, 992), (36, 150), (300, 2000)])
+def test_detection_input_is_rapidocrs_own_normalisation_bit_for_bit(hw: tuple[int, int]) -> None:
+    from rapidocr_onnxruntime.ch_ppocr_det.utils import DetPreProcess
+
+    from ragspine.ocr.rapid import _det_resize
+
+    img = np.random.default_rng(sum(hw)).integers(0, 256, (*hw, 3), dtype=np.uint8)
+    mean, std = [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]  # PP-OCRv4 detection's (RapidOCR's config)
+    pre = _det_resize(736, 2048, mean, std)
+    ours = pre(img)
+    theirs = DetPreProcess.__call__(pre, img)  # RapidOCR's float64 path on the same resize
+    assert ours.dtype == theirs.dtype == np.float32
+    assert ours.shape == theirs.shape and ours.shape[:2] == (1, 3)
+    assert np.array_equal(ours, theirs)
+
+
 @pytest.mark.slow
 def test_real_detection_never_sees_a_side_over_the_cap() -> None:
     engine = RapidOcrEngine(backend="openvino", threads=1)

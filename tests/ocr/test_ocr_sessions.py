@@ -131,7 +131,8 @@ def test_cuda_runs_on_torch_first_then_onnxruntime_gpu(
         return
     engine = RapidOcrEngine(device="cuda", backend=backend)  # type: ignore[arg-type]
     assert (engine.device, engine.backend) == ("cuda", want)
-    assert engine.name.endswith(":torch:cuda" if want == "torch" else "side=4000:cuda")
+    # onnxruntime-gpu has no backend mark in the name, only the device (and the recogniser's floor).
+    assert engine.name.endswith(":torch:cuda" if want == "torch" else f"side=4000:recw={rapid.REC_MIN_WIDTH}:cuda")
 
 
 def test_torch_on_the_cpu_is_a_backend_of_its_own_name(monkeypatch: pytest.MonkeyPatch) -> None:
