@@ -7,6 +7,7 @@ talks to the store directly.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
@@ -56,6 +57,8 @@ logger = logging.getLogger(__name__)
 
 class Engine:
     def __init__(self, settings: Settings, store: Store | None = None, models: ModelSet | None = None) -> None:
+        self._closed = False
+        self._close_lock = threading.Lock()
         self.settings = settings
         self.store = store if store is not None else open_store(settings)
         try:
@@ -409,7 +412,12 @@ class Engine:
         claims are released: another replica's sweep takes them over. Dense phases
         (:mod:`ragspine.indexing.dense_phase`) are all finished when ``drain`` is None (a command
         that ends), else treated like the OCR. ``keep_store``: the store stays open (tests whose
-        replicas share one Qdrant client)."""
+        replicas share one Qdrant client). A second call does nothing: a server's shutdown
+        and the command that started it may both close the engine they share."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
         try:
             self.stop_ocr_sweep()
             self.ocr_queue.close(drain)

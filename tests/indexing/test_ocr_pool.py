@@ -264,3 +264,54 @@ def test_new_pages_go_to_a_fresh_pool_once_the_workers_have_read_their_share(dri
             OcrProcesses(1, pages_per_worker=0)
     finally:
         pool.close()
+
+
+ORPHAN_SCRIPT = """
+import sys, time
+import ocr_engines
+from ragspine.indexing.ocr import OcrOptions
+from ragspine.indexing.ocr_pool import OcrProcesses
+
+if __name__ == "__main__":
+    pool = OcrProcesses(2, nice=0, factory=ocr_engines.file_driven)
+    opts = OcrOptions(mode="auto", dpi=72, min_text_chars=10, min_image_fraction=0.1, band=0.12)
+    pool.read(open(sys.argv[1], "rb").read(), [1, 2], opts)
+    while len(pool.pids()) < 2:  # the second worker may still be starting
+        time.sleep(0.05)
+    print("PIDS", *pool.pids(), flush=True)
+    time.sleep(600)  # killed by the test, the pool never closed
+"""
+
+
+def test_workers_end_when_their_ingesting_process_is_killed_without_closing_the_pool(
+        drive: Path, tmp_path: Path) -> None:
+    # A server killed by SIGKILL, or by a SIGTERM that uvicorn re-raises past the code that
+    # closes the pool, must not leave its OCR workers behind (each holds ~0.6 GB).
+    import subprocess
+    import sys
+
+    script = tmp_path / "orphans.py"
+    script.write_text(ORPHAN_SCRIPT)
+    pdf = tmp_path / "scan.pdf"
+    pdf.write_bytes(_scan(2))
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, str(script), str(pdf)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        assert line.startswith("PIDS"), line
+        pids = [int(p) for p in line.split()[1:]]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    _wait_for(lambda: not any(_alive(p) for p in pids), seconds=30)
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan is reaped by init once it exits)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -27,6 +27,7 @@ import heapq
 import itertools
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import tempfile
 import threading
@@ -93,8 +94,28 @@ _DOCS: dict[str, tuple[pymupdf.Document, OcrCache]] = {}
 ONEDNN_PRIMITIVE_CACHE = "0"
 
 
+def _exit_with_the_parent() -> None:
+    """A daemon thread that ends this worker when the process that started it is gone.
+
+    Written here because the executor does not: its workers wait on a queue whose write end
+    every worker holds too, so a parent killed without closing the pool (SIGKILL, an OOM kill,
+    or uvicorn re-raising SIGTERM past the code that closes it) left them waiting for good,
+    ~0.6 GB each. The spawned child has its parent's sentinel (a pipe end that closes when the
+    parent exits): waiting on it costs nothing until then."""
+    parent = multiprocessing.parent_process()
+    if parent is None:  # not a multiprocessing child: nothing to watch
+        return
+
+    def watch() -> None:
+        multiprocessing.connection.wait([parent.sentinel])
+        os._exit(0)  # no cleanup to do: the engine's state dies with the process
+
+    threading.Thread(target=watch, name="ragspine-ocr-parent-watch", daemon=True).start()
+
+
 def _init_worker(nice: int, factory: EngineFactory, backend: str) -> None:
     global _ENGINE
+    _exit_with_the_parent()
     # Before the engine loads OpenVINO: oneDNN reads it when it first builds a primitive.
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_PRIMITIVE_CACHE)
     if nice:

@@ -60,8 +60,11 @@ def problem(status: int, type_: str, title: str, detail: str) -> JSONResponse:
     )
 
 
-def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
-    """Build the app. Pass ``engine`` to share one (tests, Ray ingress); else one is opened."""
+def create_app(settings: Settings, engine: Engine | None = None, *, close_engine: bool = False) -> FastAPI:
+    """Build the app. Pass ``engine`` to share one (tests, Ray ingress); else one is opened,
+    and closed at shutdown. ``close_engine``: the shutdown closes a passed engine too (``ragspine
+    demo``: uvicorn re-raises SIGTERM once it has shut down, so the command's own ``finally``
+    never runs)."""
     eng = engine if engine is not None else Engine(settings)
     jobs = JobRunner(settings.ingest_workers, JobRecords(
         eng.store, eng.replica, heartbeat=settings.job_stale_seconds / 6, stale_after=settings.job_stale_seconds,
@@ -102,7 +105,7 @@ def create_app(settings: Settings, engine: Engine | None = None) -> FastAPI:
         # versions stay live, and the next start finishes them).
         deadline = time.monotonic() + settings.drain_seconds
         await asyncio.to_thread(jobs.shutdown, settings.drain_seconds)
-        if engine is None:  # an engine passed in is its owner's to stop (the Ray ingress drains its own)
+        if engine is None or close_engine:  # else its owner's to stop (the Ray ingress drains its own)
             await asyncio.to_thread(eng.close, max(0.0, deadline - time.monotonic()))
 
     app = FastAPI(
