@@ -276,7 +276,8 @@ if __name__ == "__main__":
     pool = OcrProcesses(2, nice=0, factory=ocr_engines.file_driven)
     opts = OcrOptions(mode="auto", dpi=72, min_text_chars=10, min_image_fraction=0.1, band=0.12)
     pool.read(open(sys.argv[1], "rb").read(), [1, 2], opts)
-    while len(pool.pids()) < 2:  # the second worker may still be starting
+    deadline = time.monotonic() + 60
+    while len(pool.pids()) < 2 and time.monotonic() < deadline:  # the second may still be starting
         time.sleep(0.05)
     print("PIDS", *pool.pids(), flush=True)
     time.sleep(600)  # killed by the test, the pool never closed

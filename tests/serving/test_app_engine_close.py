@@ -21,12 +21,16 @@ def _settings(data: Path) -> Settings:
 
 def test_the_shutdown_closes_a_passed_engine_when_told_to(tmp_path: Path) -> None:
     engine = Engine(_settings(tmp_path))
+    store_close = engine.store.close
+    closes: list[int] = []
+    engine.store.close = lambda: (closes.append(1), store_close())[1]  # type: ignore[method-assign]
     with TestClient(create_app(engine.settings, engine, close_engine=True)) as client:
         assert client.get("/v1/libraries").status_code == 200
     # The data dir is free again: only a closed engine gives it back.
     again = Engine(_settings(tmp_path))
     again.close()
-    engine.close()  # the command's own close after the server's: nothing left to do
+    engine.close()  # the command's own close after the server's (Ctrl-C): nothing left to do
+    assert closes == [1]
 
 
 def test_a_passed_engine_stays_open_by_default(tmp_path: Path) -> None:

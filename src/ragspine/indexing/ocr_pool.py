@@ -102,9 +102,8 @@ def _exit_with_the_parent() -> None:
     or uvicorn re-raising SIGTERM past the code that closes it) left them waiting for good,
     ~0.6 GB each. The spawned child has its parent's sentinel (a pipe end that closes when the
     parent exits): waiting on it costs nothing until then."""
-    parent = multiprocessing.parent_process()
-    if parent is None:  # not a multiprocessing child: nothing to watch
-        return
+    parent = multiprocessing.parent_process()  # set in every spawned worker
+    assert parent is not None, "the OCR worker initializer runs only in a pool's worker"
 
     def watch() -> None:
         multiprocessing.connection.wait([parent.sentinel])
