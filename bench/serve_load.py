@@ -30,9 +30,12 @@ With ``--ocr-uploads N`` it measures searches while OCR runs, on ``--engine loca
 same search load twice on one server, first alone, then while one client uploads the N PDFs of
 the dataset that need the most OCR (not among the indexed ones), one after another, each under a
 fresh document id, until the run ends. The server runs with its defaults (OCR worker processes,
-niced, one per core). Printed: search q/s, p50/p99 of both runs and their p99 ratio (the target
-is at most 2), the uploads finished, and the pages OCR read during the run (with those of an
-upload still in flight at its end).
+niced, one per core; ``--ocr-workers N`` sets ``RAGSPINE_OCR_WORKERS``). Printed: search q/s,
+p50/p99 of both runs and their p99 ratio (the target is at most 2), the uploads finished, and
+the pages OCR read during the run (with those of an upload still in flight at its end).
+``--trace FILE`` also writes every search's start and latency and the uploads' job states as
+JSON lines, and the server's log beside it: what lines a slow search up with (docs/measured.md,
+"OCR workers niced against the whole machine").
 
 Only 127.0.0.1 is ever contacted; every server started is stopped.
 """
@@ -132,6 +135,8 @@ class Run:
     errors: int = 0
     degraded: int = 0
     seconds: float = 0.0
+    #: (start, seconds) of every answered search, start on time.time()'s clock (--trace)
+    stamps: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def qps(self) -> float:
@@ -149,7 +154,7 @@ def drive(base: str, name: str, queries: list[str], mode: str, clients: int, sec
     run = Run(name)
     lock = threading.Lock()
     counter = itertools.count()
-    start = time.perf_counter()
+    start, wall0 = time.perf_counter(), time.time()
     deadline = start + seconds
 
     def worker() -> None:
@@ -167,6 +172,7 @@ def drive(base: str, name: str, queries: list[str], mode: str, clients: int, sec
                 with lock:
                     if ok:
                         run.latencies.append(dt)
+                        run.stamps.append((wall0 + (t0 - start), dt))
                         run.degraded += int(degraded)
                     else:
                         run.errors += 1
@@ -311,8 +317,9 @@ def ocr_heavy(files: list[Path], n: int) -> list[Path]:
 
 
 def ocr_run(env: dict[str, str], work: Path, queries: list[str], uploads: list[Path], mode: str,
-            clients: int, seconds: float, top_k: int) -> int:
+            clients: int, seconds: float, top_k: int, trace: Path | None = None) -> int:
     """Searches alone, then searches while OCR-heavy PDFs are uploaded (see the module doc)."""
+    events: list[tuple[float, str]] = []  # (time.time(), what the uploader saw), for --trace
     with server("local", env, work / "serve-ocr.log") as base:
         drive(base, "warm-up", queries, mode, clients, 3.0, top_k)
         alone = drive(base, f"search alone, {clients} clients", queries, mode, clients, seconds, top_k)
@@ -331,8 +338,13 @@ def ocr_run(env: dict[str, str], work: Path, queries: list[str], uploads: list[P
                                data={"metadata": json.dumps({"doc_id": f"ocr-{i}"})})
                     r.raise_for_status()
                     job = r.json()
+                    events.append((time.time(), f"uploaded {f.name} as ocr-{i}"))
+                    seen = None
                     while not stop.is_set():
                         job = c.get(f"/v1/jobs/{job['id']}").json()
+                        if (job["state"], job.get("ocr")) != seen:
+                            seen = (job["state"], job.get("ocr"))
+                            events.append((time.time(), f"ocr-{i}: {seen[0]}, ocr {seen[1]}"))
                         if job["state"] in ("succeeded", "failed") and job.get("ocr") != "pending":
                             done.append(job)
                             break
@@ -346,6 +358,14 @@ def ocr_run(env: dict[str, str], work: Path, queries: list[str], uploads: list[P
         busy = drive(base, f"search during OCR, {clients} clients", queries, mode, clients, seconds, top_k)
         stop.set()
         up.join()
+    if trace is not None:
+        shutil.copy(work / "serve-ocr.log", trace.with_suffix(".server.log"))
+        with open(trace, "w", encoding="utf-8") as fh:
+            for name, run in (("alone", alone), ("busy", busy)):
+                for t, dt in run.stamps:
+                    fh.write(json.dumps({"run": name, "t": t, "ms": round(1000 * dt, 3)}) + "\n")
+            for t, what in events:
+                fh.write(json.dumps({"run": "event", "t": t, "what": what}) + "\n")
     pages = sum((j.get("ocr_result") or j.get("result") or {}).get("pages_ocr", 0) for j in done)
     # On a slower CPU the first upload can outlast the run: the pages read of the one in flight.
     partial = sum(j.get("ocr_pages_done", 0) for j in unfinished)
@@ -377,6 +397,11 @@ def main() -> int:
                          "double, mixed ingest + search (see the module docstring)")
     ap.add_argument("--ocr-uploads", type=int, default=0, metavar="N",
                     help="local engine only: search alone, then while the N most OCR-heavy PDFs are uploaded")
+    ap.add_argument("--ocr-workers", type=int, default=None, metavar="N",
+                    help="with --ocr-uploads: the server's RAGSPINE_OCR_WORKERS (default: the server's own)")
+    ap.add_argument("--trace", type=Path, default=None, metavar="FILE",
+                    help="with --ocr-uploads: write every search's start and latency, and the uploads' "
+                         "job states, as JSON lines (and the server's log beside it)")
     args = ap.parse_args()
 
     every = sorted((args.data / "documents").glob("*.pdf"))
@@ -407,7 +432,10 @@ def main() -> int:
         if args.ocr_uploads:
             heavy = ocr_heavy([f for f in every if f not in files], args.ocr_uploads)
             print(f"uploading during the run: {', '.join(f.name for f in heavy)}", file=sys.stderr)
-            return ocr_run(env, work, queries, heavy, args.mode, args.clients, args.duration, args.top_k)
+            if args.ocr_workers is not None:
+                env["RAGSPINE_OCR_WORKERS"] = str(args.ocr_workers)
+            return ocr_run(env, work, queries, heavy, args.mode, args.clients, args.duration, args.top_k,
+                           args.trace)
         runs: dict[str, list[Run]] = {}
         answers: dict[str, list] = {}
         for engine in ("local", "ray"):
