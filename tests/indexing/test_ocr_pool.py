@@ -3,10 +3,12 @@ a worker killed mid-page, a worker that dies on every page, niceness, and the ba
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pymupdf
@@ -17,6 +19,7 @@ import scans
 from scans import Line, ScanPage
 from ragspine.config import Settings
 from ragspine.indexing.ocr import OcrOptions
+from ragspine.indexing import ocr_pool
 from ragspine.indexing.ocr_pool import OcrProcesses, auto_workers
 from ragspine.ocr import OcrError
 
@@ -106,6 +109,41 @@ def test_a_worker_killed_mid_page_is_replaced_and_its_pages_read_again(drive: Pa
         pool.close()
 
 
+def test_closing_stops_a_worker_mid_page_and_its_caller_gets_an_ocr_error(drive: Path) -> None:
+    # A Ctrl-C reaches only the ingesting process (the workers have sessions of their own): its
+    # close must not wait for the page being read, here one held for up to 60 s.
+    pool = OcrProcesses(1, nice=0, factory=ocr_engines.file_driven)
+    (drive / "hold").touch()
+    out: dict = {}
+
+    def read() -> None:
+        try:
+            out["read"] = pool.read(_scan(2), [1, 2], OPTS)
+        except OcrError as exc:
+            out["error"] = exc
+
+    reader = threading.Thread(target=read)
+    try:
+        reader.start()
+        _wait_for(lambda: len(list(drive.glob("started-*"))) == 1)  # the worker is mid-page
+        (pid,) = pool.pids()
+        closer = threading.Thread(target=pool.close)
+        closer.start()
+        closer.join(30)
+        reader.join(30)
+        assert not closer.is_alive() and not reader.is_alive()  # well before the hold's 60 s
+        assert "read" not in out and "stopped" in str(out["error"])
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # reaped: gone
+        with pytest.raises(OcrError, match="stopped"):
+            pool.read(_scan(1), [1], OPTS)  # no fresh pool after a close
+        assert list(drive.glob("started-*"))[0].name.split("-")[2] == "1"  # page 2 never started
+        assert len(list(drive.glob("started-*"))) == 1
+    finally:
+        (drive / "hold").unlink(missing_ok=True)
+        pool.close()
+
+
 def test_a_waiting_caller_s_page_goes_to_the_workers_before_a_background_document_s(drive: Path) -> None:
     from ragspine.indexing.ocr_pool import BACKGROUND, URGENT
 
@@ -176,8 +214,50 @@ def test_workers_run_at_the_configured_niceness(drive: Path) -> None:
         pool.read(_scan(1), [1], OPTS)
         (pid,) = pool.pids()
         assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
+        # Against the whole machine: a session (an autogroup) of its own, whose nice is the worker's.
+        assert os.getsid(pid) == pid != os.getsid(0)
+        if Path(ocr_pool.AUTOGROUP).exists():  # Linux with CONFIG_SCHED_AUTOGROUP, as on CI
+            assert Path(f"/proc/{pid}/autogroup").read_text().split()[-2:] == ["nice", "7"]
     finally:
         pool.close()
+
+
+def test_a_worker_at_nice_0_stays_in_its_parent_s_session(drive: Path) -> None:
+    # Its own autogroup at nice 0 would weigh as much as the whole server: more CPU than before.
+    pool = OcrProcesses(1, nice=0, factory=ocr_engines.file_driven)
+    try:
+        pool.read(_scan(1), [1], OPTS)
+        (pid,) = pool.pids()
+        assert os.getsid(pid) == os.getsid(0)
+        assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)
+    finally:
+        pool.close()
+
+
+def _forked(fn: Callable[[], object]) -> object:
+    """``fn()`` in a forked child (which sees this process's monkeypatches); its JSON result."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(w, json.dumps(fn()).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        out = fh.read()
+    os.waitpid(pid, 0)
+    return json.loads(out)
+
+
+def test_where_the_kernel_has_no_autogroups_a_worker_is_only_niced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ocr_pool, "AUTOGROUP", "/proc/self/no-such-file")
+
+    def lowered() -> object:
+        ocr_pool._lower_priority(5)
+        return [os.getsid(0), os.getpriority(os.PRIO_PROCESS, 0)]
+
+    assert _forked(lowered) == [os.getsid(0), os.getpriority(os.PRIO_PROCESS, 0) + 5]
 
 
 @pytest.mark.parametrize(("operator", "expected"), [(None, "0"), ("64", "64")])

@@ -131,3 +131,24 @@ def test_ragspine_ocr_resume_finishes_what_a_stopped_process_owed(tmp_path: Path
     with pytest.raises(SystemExit) as info:  # --resume is what it does: one line says so
         main(["--data-dir", str(data), "ocr"])
     assert info.value.code == 2 and "required: --resume" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_the_ocr_that_follows_at_its_next_page_and_resume_finishes_it(
+        tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+    import ragspine.cli.ingest as cli_ingest
+
+    def interrupted(owed: Any, bar: Any) -> Any:  # Ctrl-C while the command waits for the OCR
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_ingest, "_wait_for_ocr", interrupted)
+    pdf = tmp_path / "mixed.pdf"
+    pdf.write_bytes(_mixed_pdf())
+    data = str(tmp_path / "data")
+    assert main(["--data-dir", data, "ingest", str(pdf), "--library", "lib", "--quiet"]) == 130
+    capsys.readouterr()
+    # The command did not wait for the OCR to end: the text-layer version stays, the OCR is owed.
+    assert main(["--data-dir", data, "libraries"]) == 0
+    assert "lib\t1 documents\t1 pages\tOCR failed: 1 documents" in capsys.readouterr().out
+    monkeypatch.undo()
+    assert main(["--data-dir", data, "ocr", "--resume", "--library", "lib", "--quiet"]) == 0
+    assert "lib/mixed: OCR done: mixed v2: 2 pages, 1 read by OCR" in capsys.readouterr().out

@@ -138,6 +138,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             _optimize_after_ingest(engine, args.library, added)
     except RagspineError as exc:
         _fail(exc.detail)
+    except KeyboardInterrupt:
+        engine.close(drain=0.0)  # Ctrl-C: owed OCR stops at its next page (and resumes later), not at its end
+        raise
     finally:
         engine.close()
     return EXIT_FAILED if failed else 0
@@ -242,6 +245,9 @@ def cmd_ocr(args: argparse.Namespace) -> int:
         failed, _ = _wait_for_ocr(owed, bar)
     except RagspineError as exc:
         _fail(exc.detail)
+    except KeyboardInterrupt:
+        engine.close(drain=0.0)  # Ctrl-C: owed OCR stops at its next page (and resumes later), not at its end
+        raise
     finally:
         engine.close()
     return EXIT_FAILED if failed else 0

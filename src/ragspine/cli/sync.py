@@ -83,6 +83,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
         if not args.watch:
             return _round(engine, args, root, options)[0]
         return _watch(engine, args, root, options)
+    except KeyboardInterrupt:
+        engine.close(drain=0.0)  # Ctrl-C: owed OCR stops at its next page (and resumes later), not at its end
+        raise
     finally:
         engine.close()
 

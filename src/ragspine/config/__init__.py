@@ -126,8 +126,10 @@ class Settings(BaseSettings):
     #: process, shared by every document being ingested. 0 = auto: one per CPU core. 1 = no
     #: worker process: OCR on the ingesting thread with an engine on every core.
     ocr_workers: int = Field(default=0, ge=0, le=64)
-    #: Niceness added to the OCR worker processes (0-19): they yield the CPU to searches and
-    #: to the rest of ingest, and take every idle core otherwise (the CLI and eval lose nothing).
+    #: Niceness added to the OCR worker processes (0-19): they yield the CPU to searches, to
+    #: the rest of ingest and to every other program on the machine (above 0, each worker runs
+    #: in a session of its own: see ``indexing.ocr_pool._lower_priority``), and take every idle
+    #: core otherwise (the CLI and eval lose nothing).
     ocr_worker_nice: int = Field(default=10, ge=0, le=19)
     #: Inference backend of the OCR models: ``auto`` (on the CPU OpenVINO when installed, else
     #: onnxruntime; on CUDA torch, else onnxruntime-gpu), ``openvino``, ``onnxruntime`` or

@@ -248,20 +248,23 @@ def _workspace(settings: Settings, name: str, keep_dir: Path | None) -> Iterator
     slug = re.sub(r"[^a-z0-9_-]+", "-", name.lower()).strip("-_")[:40] or "dataset"
     library = f"eval-{slug}-{uuid.uuid4().hex[:8]}"
     engine = Engine(settings.model_copy(update={"data_dir": data_dir}))
-    created = False
+    created = interrupted = False
     try:
         engine.create_library(library)
         created = True
         yield engine, library
+    except KeyboardInterrupt:  # Ctrl-C: owed OCR stops at its next page, not at its end
+        interrupted = True
+        raise
     finally:
         try:
-            if created and keep_dir is None:
+            if created and keep_dir is None and not interrupted:  # interrupted: the folder goes below
                 engine.delete_library(library)
         except Exception:
             logger.exception("could not drop evaluation library %s", library)
         finally:
             try:
-                engine.close()
+                engine.close(drain=0.0 if interrupted else None)
             finally:
                 if tmp is not None:
                     shutil.rmtree(tmp, ignore_errors=True)

@@ -12,7 +12,9 @@ not forked (the ingesting process may hold CUDA state and threads), and started 
 a server that never meets a scanned page never starts them.
 
 Workers run at a lower priority (``RAGSPINE_OCR_WORKER_NICE``): on an idle machine they take
-every core, and a search arriving meanwhile gets the CPU first.
+every core, and a search arriving meanwhile gets the CPU first. Each worker leaves its parent's
+session so that its nice value counts against every process on the machine, not only against
+the server it works for (see :func:`_lower_priority`).
 
 A worker that dies (killed, out of memory, a crash in a native library) breaks the pool. The
 pool is replaced and the pages that had not come back are read once more; if the new pool
@@ -112,16 +114,49 @@ def _exit_with_the_parent() -> None:
     threading.Thread(target=watch, name="ragspine-ocr-parent-watch", daemon=True).start()
 
 
+#: Where Linux groups CPU time by session (autogroup scheduling), this file holds the group's
+#: own nice value; it is absent where the kernel has no autogroups.
+AUTOGROUP = "/proc/self/autogroup"
+
+
+def _lower_priority(nice: int) -> None:
+    """Run this worker ``nice`` steps below normal priority, against every process on the
+    machine.
+
+    ``os.nice`` alone is not that. With autogroup scheduling (``CONFIG_SCHED_AUTOGROUP``, on by
+    default in the kernels of most distributions, for processes outside a CPU cgroup) the
+    scheduler first shares a core between sessions, each weighted as one nice-0 process, and
+    only then between the processes of a session by their nice values. Workers left in the
+    server's session were niced against the server alone: a search client in another session
+    (another program, a shell, ``bench/serve_load.py``) shared the cores with the server *and*
+    its OCR as equals, and searches got slow while OCR ran (AMD EPYC, 2 cores: OCR took a whole
+    core, search p99 2.8-3.1x that of the same searches alone). So the worker starts its own
+    session (its own autogroup) and gives the group its nice value: the two OCR workers then
+    yield to every other session, and searches during OCR keep their latency (p99 1.1x; see
+    docs/measured.md, "Niced against the whole machine"). Where there are no autogroups
+    (a container's CPU cgroup, a kernel without them) the file is absent, and nice already
+    counts machine-wide."""
+    try:
+        os.nice(nice)
+    except OSError:  # not permitted here: run at the parent's priority
+        return
+    if not os.path.exists(AUTOGROUP):
+        return
+    try:
+        os.setsid()  # not a group leader (a spawned child): cannot fail for that reason
+        with open(AUTOGROUP, "w", encoding="ascii") as fh:
+            fh.write(str(nice))
+    except OSError as exc:  # /proc read-only, or a sandbox that forbids it: nice as before
+        logger.debug("OCR worker keeps its parent's scheduling group: %s", exc)
+
+
 def _init_worker(nice: int, factory: EngineFactory, backend: str) -> None:
     global _ENGINE
     _exit_with_the_parent()
     # Before the engine loads OpenVINO: oneDNN reads it when it first builds a primitive.
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", ONEDNN_PRIMITIVE_CACHE)
     if nice:
-        try:
-            os.nice(nice)
-        except OSError:  # not permitted here: run at the parent's priority
-            pass
+        _lower_priority(nice)
     _ENGINE = factory(backend)
 
 
@@ -209,6 +244,7 @@ class OcrProcesses:
         self._slots = _Slots(workers)
         #: The workers could not start (the probe failed): callers read on their own thread.
         self.unavailable = False
+        self._closed = False
 
     @property
     def started(self) -> bool:
@@ -227,6 +263,9 @@ class OcrProcesses:
 
     def _get(self) -> ProcessPoolExecutor:
         with self._lock:
+            if self._closed:
+                raise OcrError("the OCR worker processes were stopped (the process is shutting down); "
+                               "the pages not read yet are read at the next ingest or 'ragspine ocr --resume'")
             if self.unavailable:
                 raise PoolUnavailable("OCR worker processes could not start here")
             if self._pool is not None and self._served >= self.pages_per_worker * self.workers:
@@ -339,11 +378,21 @@ class OcrProcesses:
         self._slots.release()
 
     def close(self) -> None:
+        """Stop every worker now. A page still being read is not waited for: whoever waits on it
+        gets an :class:`~ragspine.ocr.OcrError`, and so does a later call. (Each worker runs in a
+        session of its own, see :func:`_lower_priority`, so a Ctrl-C in the terminal reaches only
+        the ingesting process; its stop must not wait seconds for a page nobody will use.)"""
         with self._lock:
+            self._closed = True
             pools, self._pool, self._retired = [self._pool, *self._retired], None, []
         for pool in pools:
             if pool is not None:
-                pool.shutdown(wait=True, cancel_futures=True)
+                procs = list((getattr(pool, "_processes", None) or {}).values())
+                pool.shutdown(wait=False, cancel_futures=True)
+                for proc in procs:
+                    if proc.is_alive():
+                        proc.terminate()
+                pool.shutdown(wait=True)  # reaps them
 
 
 class _Slots:
