@@ -1,7 +1,8 @@
 """A SIGTERM while an upload is being indexed, on the real server process: within the drain time
 the job finishes and is live after the restart; past it, the ingest stops at its next batch, the
 job reads failed (server-stopping), and nothing of the document is live. An OCR second phase
-still reading past the drain time stops at its next page: its first version stays live."""
+still reading past the drain time stops at its next page: its first version stays live; on
+Ctrl-C (SIGINT) it stops at once, whatever drain time is left."""
 
 from __future__ import annotations
 
@@ -139,5 +140,47 @@ def test_past_the_drain_time_the_ocr_second_phase_stops_and_the_first_version_st
         hits = eng.search({"query": "harbour revenue", "libraries": ["lib"], "mode": "bm25"}).hits
         assert [h.doc_id for h in hits] == ["mixed"]
         assert eng.indexer.deferred.owed("lib") == ["mixed"]  # the next start (or ocr --resume) finishes it
+    finally:
+        eng.close()
+
+
+def test_ctrl_c_stops_the_ocr_second_phase_at_once_with_drain_time_left(tmp_path: Path) -> None:
+    # The OCR workers are out of the terminal's reach (a session of their own): the server
+    # itself must stop them. 20 scanned pages take well under the 90 s drain, which a SIGTERM
+    # would wait for (the OCR would end "done").
+    import pymupdf
+    import scans
+
+    from ragspine.config import Settings
+    from ragspine.engine import Engine
+
+    doc = pymupdf.open(stream=pdfs.make_pdf(["Harbour report: revenue of the port rose."]), filetype="pdf")
+    doc.insert_pdf(pymupdf.open(stream=scans.scan_pdf([scans.ScanPage([scans.Line(f"Scanned page {i} of the annex")])
+                                                       for i in range(20)], dpi=100), filetype="pdf"))
+    data, log = tmp_path / "data", tmp_path / "serve.log"
+    proc, url = _start(data, 90, log, ocr="auto")
+    try:
+        assert httpx.post(f"{url}/v1/libraries", json={"name": "lib"}).status_code == 201
+        r = httpx.post(f"{url}/v1/libraries/lib/documents",
+                       files={"file": ("mixed.pdf", doc.tobytes(deflate=True, garbage=3), "application/pdf")},
+                       data={"metadata": '{"doc_id": "mixed"}'}, timeout=60)
+        assert r.status_code == 202, r.text
+        job_id = r.json()["id"]
+        while True:  # the first phase is live and the second has read a page
+            job = httpx.get(f"{url}/v1/jobs/{job_id}").json()
+            assert job["state"] in ("queued", "running", "succeeded") and job["ocr"] != "done", job
+            if job["state"] == "succeeded" and job["ocr_pages_done"] >= 1:
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=120) in (0, -signal.SIGINT), log.read_text(errors="replace")[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    eng = Engine(Settings(data_dir=data, dense_model="none"))
+    try:
+        entry = eng.libraries.doc_entry("lib", "mixed")
+        assert entry["ocr"] == "failed" and entry["pages_indexed"] == 1, entry  # stopped, the first version live
     finally:
         eng.close()

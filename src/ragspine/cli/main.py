@@ -146,8 +146,28 @@ def _run_server(settings: Any, args: argparse.Namespace, engine: Any = None) -> 
     print(f"ragspine serving on http://{args.host}:{args.port} (data dir {settings.data_dir})",
           file=sys.stderr)
     # On SIGTERM, open requests get a few seconds (a 'wait=true' upload's job goes on without its
-    # request); the ingest jobs then get RAGSPINE_DRAIN_SECONDS in the app's shutdown.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", timeout_graceful_shutdown=5)
+    # request); the ingest jobs then get RAGSPINE_DRAIN_SECONDS in the app's shutdown. Ctrl-C
+    # (SIGINT) is someone at a terminal: the OCR second phases stop at their next page at once
+    # (the next start finishes them) instead of draining. (uvicorn.run, less what it does for
+    # reload and several workers, which ragspine does not use, to see which signal it was.)
+    import signal
+
+    from uvicorn.config import STARTUP_FAILURE
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if sig == signal.SIGINT:
+                app.state.interrupted = True
+            super().handle_exit(sig, frame)
+
+    server = Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="info",
+                                   timeout_graceful_shutdown=5))
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    if not server.started:  # as uvicorn.run: the port is taken, or the app did not start
+        sys.exit(STARTUP_FAILURE)
     return 0
 
 

@@ -103,10 +103,12 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
         # A stop (SIGTERM): running and queued ingests get the drain time, then stop uncommitted;
         # the OCR second phases get what is left of it, then stop at their next page (their first
         # versions stay live, and the next start finishes them).
+        # Ctrl-C (the CLI sets ``interrupted``): the second phases stop at once, not after a drain.
         deadline = time.monotonic() + settings.drain_seconds
         await asyncio.to_thread(jobs.shutdown, settings.drain_seconds)
         if engine is None or close_engine:  # else its owner's to stop (the Ray ingress drains its own)
-            await asyncio.to_thread(eng.close, max(0.0, deadline - time.monotonic()))
+            ocr_drain = 0.0 if app.state.interrupted else max(0.0, deadline - time.monotonic())
+            await asyncio.to_thread(eng.close, ocr_drain)
 
     app = FastAPI(
         title="ragspine",
@@ -119,6 +121,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
         generate_unique_id_function=lambda route: route.name,
     )
     app.state.engine = eng
+    app.state.interrupted = False  # set by the CLI's server on Ctrl-C (see the lifespan above)
     app.state.jobs = jobs
     app.state.metrics = metrics
 
