@@ -100,37 +100,53 @@ def test_within_the_drain_time_the_job_finishes(tmp_path: Path) -> None:
         proc.wait(timeout=60)
 
 
-def test_past_the_drain_time_the_ocr_second_phase_stops_and_the_first_version_stays(tmp_path: Path) -> None:
+def _mixed(scanned: int) -> bytes:
+    """A born-digital page, then ``scanned`` scanned ones."""
     import pymupdf
     import scans
 
-    from ragspine.config import Settings
-    from ragspine.engine import Engine
-
     doc = pymupdf.open(stream=pdfs.make_pdf(["Harbour report: revenue of the port rose."]), filetype="pdf")
     doc.insert_pdf(pymupdf.open(stream=scans.scan_pdf([scans.ScanPage([scans.Line(f"Scanned page {i} of the annex")])
-                                                       for i in range(60)], dpi=100), filetype="pdf"))
-    pdf = doc.tobytes(deflate=True, garbage=3)
+                                                       for i in range(scanned)], dpi=100), filetype="pdf"))
+    return doc.tobytes(deflate=True, garbage=3)
+
+
+def _upload_until_ocr_reads(url: str, pdf: bytes) -> None:
+    """Upload ``pdf`` as ``mixed``; return once its first phase is live and its OCR read a page."""
+    assert httpx.post(f"{url}/v1/libraries", json={"name": "lib"}).status_code == 201
+    r = httpx.post(f"{url}/v1/libraries/lib/documents", files={"file": ("mixed.pdf", pdf, "application/pdf")},
+                   data={"metadata": '{"doc_id": "mixed"}'}, timeout=60)
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    while True:
+        job = httpx.get(f"{url}/v1/jobs/{job_id}").json()
+        assert job["state"] in ("queued", "running", "succeeded") and job["ocr"] != "done", job
+        if job["state"] == "succeeded" and job["ocr_pages_done"] >= 1:
+            return
+        time.sleep(0.1)
+
+
+def _stop_during_ocr(tmp_path: Path, drain: float, scanned: int, sig: signal.Signals) -> tuple[Path, Path]:
+    """A server with ``drain`` s of drain time, sent ``sig`` while the OCR of a document with
+    ``scanned`` scanned pages runs; returns its data dir and log once it has exited."""
     data, log = tmp_path / "data", tmp_path / "serve.log"
-    proc, url = _start(data, 1, log, ocr="auto")
+    proc, url = _start(data, drain, log, ocr="auto")
     try:
-        assert httpx.post(f"{url}/v1/libraries", json={"name": "lib"}).status_code == 201
-        r = httpx.post(f"{url}/v1/libraries/lib/documents", files={"file": ("mixed.pdf", pdf, "application/pdf")},
-                       data={"metadata": '{"doc_id": "mixed"}'}, timeout=60)
-        assert r.status_code == 202, r.text
-        job_id = r.json()["id"]
-        while True:  # the first phase is live and the second has read a page
-            job = httpx.get(f"{url}/v1/jobs/{job_id}").json()
-            assert job["state"] in ("queued", "running", "succeeded") and job["ocr"] != "done", job
-            if job["state"] == "succeeded" and job["ocr_pages_done"] >= 1:
-                break
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) in (0, -signal.SIGTERM), log.read_text(errors="replace")[-3000:]
+        _upload_until_ocr_reads(url, _mixed(scanned))
+        proc.send_signal(sig)
+        assert proc.wait(timeout=120) in (0, -sig), log.read_text(errors="replace")[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    return data, log
+
+
+def test_past_the_drain_time_the_ocr_second_phase_stops_and_the_first_version_stays(tmp_path: Path) -> None:
+    from ragspine.config import Settings
+    from ragspine.engine import Engine
+
+    data, log = _stop_during_ocr(tmp_path, 1, 60, signal.SIGTERM)
     text = log.read_text(errors="replace")
     assert "did not finish within the drain time; it stops at its next page" in text
     eng = Engine(Settings(data_dir=data, dense_model="none"))
@@ -148,36 +164,10 @@ def test_ctrl_c_stops_the_ocr_second_phase_at_once_with_drain_time_left(tmp_path
     # The OCR workers are out of the terminal's reach (a session of their own): the server
     # itself must stop them. 20 scanned pages take well under the 90 s drain, which a SIGTERM
     # would wait for (the OCR would end "done").
-    import pymupdf
-    import scans
-
     from ragspine.config import Settings
     from ragspine.engine import Engine
 
-    doc = pymupdf.open(stream=pdfs.make_pdf(["Harbour report: revenue of the port rose."]), filetype="pdf")
-    doc.insert_pdf(pymupdf.open(stream=scans.scan_pdf([scans.ScanPage([scans.Line(f"Scanned page {i} of the annex")])
-                                                       for i in range(20)], dpi=100), filetype="pdf"))
-    data, log = tmp_path / "data", tmp_path / "serve.log"
-    proc, url = _start(data, 90, log, ocr="auto")
-    try:
-        assert httpx.post(f"{url}/v1/libraries", json={"name": "lib"}).status_code == 201
-        r = httpx.post(f"{url}/v1/libraries/lib/documents",
-                       files={"file": ("mixed.pdf", doc.tobytes(deflate=True, garbage=3), "application/pdf")},
-                       data={"metadata": '{"doc_id": "mixed"}'}, timeout=60)
-        assert r.status_code == 202, r.text
-        job_id = r.json()["id"]
-        while True:  # the first phase is live and the second has read a page
-            job = httpx.get(f"{url}/v1/jobs/{job_id}").json()
-            assert job["state"] in ("queued", "running", "succeeded") and job["ocr"] != "done", job
-            if job["state"] == "succeeded" and job["ocr_pages_done"] >= 1:
-                break
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=120) in (0, -signal.SIGINT), log.read_text(errors="replace")[-3000:]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    data, _ = _stop_during_ocr(tmp_path, 90, 20, signal.SIGINT)
     eng = Engine(Settings(data_dir=data, dense_model="none"))
     try:
         entry = eng.libraries.doc_entry("lib", "mixed")
