@@ -130,10 +130,10 @@ def _lower_priority(nice: int) -> None:
     server's session were niced against the server alone: a search client in another session
     (another program, a shell, ``bench/serve_load.py``) shared the cores with the server *and*
     its OCR as equals, and searches got slow while OCR ran (AMD EPYC, 2 cores: OCR took a whole
-    core, search p99 2.8-3.1x that of the same searches alone). So the worker starts its own
-    session (its own autogroup) and gives the group its nice value: the two OCR workers then
-    yield to every other session, and searches during OCR keep their latency (p99 1.1x; see
-    docs/measured.md, "Niced against the whole machine"). Where there are no autogroups
+    core, search p99 2.0-3.1x that of the same searches alone). So the worker starts its own
+    session (its own autogroup) and gives the group its nice value: the OCR workers then yield
+    to every other session, and searches during OCR keep their latency (p99 1.14x and 1.24x;
+    docs/measured.md, "OCR workers niced against the whole machine"). Where there are no autogroups
     (a container's CPU cgroup, a kernel without them) the file is absent, and nice already
     counts machine-wide."""
     try:
