@@ -260,6 +260,18 @@ def test_where_the_kernel_has_no_autogroups_a_worker_is_only_niced(monkeypatch: 
     assert _forked(lowered) == [os.getsid(0), os.getpriority(os.PRIO_PROCESS, 0) + 5]
 
 
+def test_a_worker_whose_group_cannot_be_given_its_nice_is_still_niced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A read-only /proc or a sandbox: writing the group's nice fails; the worker goes on, niced.
+    monkeypatch.setattr(ocr_pool, "AUTOGROUP", str(tmp_path))  # exists, but a folder: open() fails
+
+    def lowered() -> object:
+        ocr_pool._lower_priority(5)
+        return os.getpriority(os.PRIO_PROCESS, 0)
+
+    assert _forked(lowered) == os.getpriority(os.PRIO_PROCESS, 0) + 5
+
+
 @pytest.mark.parametrize(("operator", "expected"), [(None, "0"), ("64", "64")])
 def test_workers_load_their_engine_with_onednn_s_primitive_cache_off_unless_the_operator_set_it(
         drive: Path, monkeypatch: pytest.MonkeyPatch, operator: str | None, expected: str) -> None:
