@@ -392,7 +392,10 @@ class OcrProcesses:
                 for proc in procs:
                     if proc.is_alive():
                         proc.terminate()
-                pool.shutdown(wait=True)  # reaps them
+                # Reap them here: shutdown(wait=False) drops the executor's own join, so a second
+                # shutdown(wait=True) would return at once and leave a zombie behind.
+                for proc in procs:
+                    proc.join(10)
 
 
 class _Slots:
