@@ -7,7 +7,8 @@ tell which page it came from. They are driven through files in the folder named 
 
 * ``started-<pid>-<n>-<w>``: written when a worker starts reading its n-th image, ``w`` pixels
   wide;
-* ``hold``: while it exists, a worker that started reading waits (up to 60 s).
+* ``hold``: while it exists, a worker that started reading waits (up to 60 s);
+* ``hold-<w>``: the same, for images ``w`` pixels wide only.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class FileDrivenEngine:
         if self.die:
             os._exit(3)  # a worker that crashes on every page (a native library's segfault)
         deadline = time.monotonic() + 60
-        while (folder / "hold").exists() and time.monotonic() < deadline:
+        holds = (folder / "hold", folder / f"hold-{image.shape[1]}")
+        while any(h.exists() for h in holds) and time.monotonic() < deadline:
             time.sleep(0.01)
         h, w = image.shape[:2]
         return [OcrLine(text=f"harbour {w}x{h}", box=(1.0, 1.0, w - 1.0, min(h - 1.0, 40.0)), score=0.99)]

@@ -144,6 +144,41 @@ def test_closing_stops_a_worker_mid_page_and_its_caller_gets_an_ocr_error(drive:
         pool.close()
 
 
+def test_closing_also_stops_a_page_still_read_by_a_replaced_pool(drive: Path) -> None:
+    # A pool is replaced by a fresh one once its workers have read their share; its workers
+    # finish the pages they hold. A close must stop those too: a shut-down executor no longer
+    # lists its processes, so they have to be kept from before.
+    pool = OcrProcesses(2, nice=0, factory=ocr_engines.file_driven, pages_per_worker=1)
+    (drive / "hold-500").touch()  # the 500 pt page (500 px at 72 dpi) is held, no other
+    out: dict = {}
+
+    def read() -> None:
+        try:
+            out["read"] = pool.read(_scan(1, first=500), [1], OPTS)
+        except OcrError as exc:
+            out["error"] = exc
+
+    reader = threading.Thread(target=read)
+    try:
+        reader.start()
+        _wait_for(lambda: len(list(drive.glob("started-*"))) == 1)
+        (held,) = pool.pids()  # the worker of the first pool reading the held page
+        pool.read(_scan(1, first=600), [1], OPTS)  # the first pool's second page: its share read
+        pool.read(_scan(1, first=700), [1], OPTS)  # on a fresh pool
+        assert pool.recycled == 1 and held not in pool.pids() and reader.is_alive()
+        closer = threading.Thread(target=pool.close)
+        closer.start()
+        closer.join(30)
+        reader.join(30)
+        assert not closer.is_alive() and not reader.is_alive()  # well before the hold's 60 s
+        assert "read" not in out and "stopped" in str(out["error"])
+        with pytest.raises(ProcessLookupError):
+            os.kill(held, 0)  # stopped and reaped
+    finally:
+        (drive / "hold-500").unlink(missing_ok=True)
+        pool.close()
+
+
 def test_a_waiting_caller_s_page_goes_to_the_workers_before_a_background_document_s(drive: Path) -> None:
     from ragspine.indexing.ocr_pool import BACKGROUND, URGENT
 

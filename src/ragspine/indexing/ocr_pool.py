@@ -229,7 +229,9 @@ class OcrProcesses:
         self.pages_per_worker = pages_per_worker
         self._pool: ProcessPoolExecutor | None = None
         self._served = 0  # pages submitted to the current pool
-        self._retired: list[ProcessPoolExecutor] = []
+        #: Worker processes of pools replaced by a fresh one, still finishing their page: kept
+        #: for close(), as a pool forgets its processes the moment it is shut down.
+        self._retired: list[Any] = []
         self._lock = threading.Lock()
         #: Pools replaced after a worker died (observable: metrics, tests).
         self.restarts = 0
@@ -257,9 +259,7 @@ class OcrProcesses:
 
     def pids(self) -> list[int]:
         """Process ids of the current pool's live workers (for tests and diagnostics)."""
-        pool = self._pool
-        procs = getattr(pool, "_processes", None) or {}
-        return [p.pid for p in procs.values() if p.pid is not None]
+        return [p.pid for p in _processes(self._pool) if p.pid is not None]
 
     def _get(self) -> ProcessPoolExecutor:
         with self._lock:
@@ -270,8 +270,8 @@ class OcrProcesses:
                 raise PoolUnavailable("OCR worker processes could not start here")
             if self._pool is not None and self._served >= self.pages_per_worker * self.workers:
                 old, self._pool, self._served = self._pool, None, 0
+                self._retired = [p for p in self._retired if p.is_alive()] + _processes(old)
                 old.shutdown(wait=False)  # it finishes the pages it holds, then its workers exit
-                self._retired = [p for p in self._retired if getattr(p, "_processes", None)] + [old]
                 self.recycled += 1
             if self._pool is None:
                 pool = ProcessPoolExecutor(
@@ -384,18 +384,25 @@ class OcrProcesses:
         the ingesting process; its stop must not wait seconds for a page nobody will use.)"""
         with self._lock:
             self._closed = True
-            pools, self._pool, self._retired = [self._pool, *self._retired], None, []
-        for pool in pools:
-            if pool is not None:
-                procs = list((getattr(pool, "_processes", None) or {}).values())
-                pool.shutdown(wait=False, cancel_futures=True)
-                for proc in procs:
-                    if proc.is_alive():
-                        proc.terminate()
-                # Reap them here: shutdown(wait=False) drops the executor's own join, so a second
-                # shutdown(wait=True) would return at once and leave a zombie behind.
-                for proc in procs:
-                    proc.join(10)
+            pool, self._pool = self._pool, None
+            procs, self._retired = self._retired, []
+        if pool is not None:
+            procs += _processes(pool)
+            pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        # Reaped here: shutdown(wait=False) drops the executor's own join, so a second
+        # shutdown(wait=True) would return at once and leave zombies behind.
+        for proc in procs:
+            proc.join(10)
+
+
+def _processes(pool: ProcessPoolExecutor) -> list[Any]:
+    """The pool's worker processes (``multiprocessing.Process``), read before it is shut down:
+    ``shutdown`` drops them. Read from a private attribute, as the executor offers no other way
+    to stop a worker in the middle of a task."""
+    return list((getattr(pool, "_processes", None) or {}).values())
 
 
 class _Slots:
