@@ -109,30 +109,49 @@ def test_a_worker_killed_mid_page_is_replaced_and_its_pages_read_again(drive: Pa
         pool.close()
 
 
+class _Reader(threading.Thread):
+    """``pool.read`` on a thread of its own: ``out`` gets what it read, or ``error``."""
+
+    def __init__(self, pool: OcrProcesses, scan: bytes, numbers: list[int]) -> None:
+        super().__init__()
+        self.out: dict = {}
+        self._args = (pool, scan, numbers)
+
+    def run(self) -> None:
+        pool, scan, numbers = self._args
+        try:
+            self.out["read"] = pool.read(scan, numbers, OPTS)
+        except OcrError as exc:
+            self.out["error"] = exc
+
+
+def _reader(pool: OcrProcesses, scan: bytes, numbers: list[int]) -> _Reader:
+    reader = _Reader(pool, scan, numbers)
+    reader.start()
+    return reader
+
+
+def _close_while_reading(pool: OcrProcesses, reader: _Reader) -> None:
+    """Close ``pool`` on another thread: the close and the reader both end well before a held
+    page's 60 s, the reader with an OcrError that says the workers were stopped."""
+    closer = threading.Thread(target=pool.close)
+    closer.start()
+    closer.join(30)
+    reader.join(30)
+    assert not closer.is_alive() and not reader.is_alive()
+    assert "read" not in reader.out and "stopped" in str(reader.out["error"])
+
+
 def test_closing_stops_a_worker_mid_page_and_its_caller_gets_an_ocr_error(drive: Path) -> None:
     # A Ctrl-C reaches only the ingesting process (the workers have sessions of their own): its
     # close must not wait for the page being read, here one held for up to 60 s.
     pool = OcrProcesses(1, nice=0, factory=ocr_engines.file_driven)
     (drive / "hold").touch()
-    out: dict = {}
-
-    def read() -> None:
-        try:
-            out["read"] = pool.read(_scan(2), [1, 2], OPTS)
-        except OcrError as exc:
-            out["error"] = exc
-
-    reader = threading.Thread(target=read)
     try:
-        reader.start()
+        reader = _reader(pool, _scan(2), [1, 2])
         _wait_for(lambda: len(list(drive.glob("started-*"))) == 1)  # the worker is mid-page
         (pid,) = pool.pids()
-        closer = threading.Thread(target=pool.close)
-        closer.start()
-        closer.join(30)
-        reader.join(30)
-        assert not closer.is_alive() and not reader.is_alive()  # well before the hold's 60 s
-        assert "read" not in out and "stopped" in str(out["error"])
+        _close_while_reading(pool, reader)
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # reaped: gone
         with pytest.raises(OcrError, match="stopped"):
@@ -150,28 +169,14 @@ def test_closing_also_stops_a_page_still_read_by_a_replaced_pool(drive: Path) ->
     # lists its processes, so they have to be kept from before.
     pool = OcrProcesses(2, nice=0, factory=ocr_engines.file_driven, pages_per_worker=1)
     (drive / "hold-500").touch()  # the 500 pt page (500 px at 72 dpi) is held, no other
-    out: dict = {}
-
-    def read() -> None:
-        try:
-            out["read"] = pool.read(_scan(1, first=500), [1], OPTS)
-        except OcrError as exc:
-            out["error"] = exc
-
-    reader = threading.Thread(target=read)
     try:
-        reader.start()
+        reader = _reader(pool, _scan(1, first=500), [1])
         _wait_for(lambda: len(list(drive.glob("started-*"))) == 1)
-        (held,) = pool.pids()  # the worker of the first pool reading the held page
+        held = int(next(drive.glob("started-*")).name.split("-")[1])  # started-<pid>-<n>-<w>
         pool.read(_scan(1, first=600), [1], OPTS)  # the first pool's second page: its share read
         pool.read(_scan(1, first=700), [1], OPTS)  # on a fresh pool
         assert pool.recycled == 1 and held not in pool.pids() and reader.is_alive()
-        closer = threading.Thread(target=pool.close)
-        closer.start()
-        closer.join(30)
-        reader.join(30)
-        assert not closer.is_alive() and not reader.is_alive()  # well before the hold's 60 s
-        assert "read" not in out and "stopped" in str(out["error"])
+        _close_while_reading(pool, reader)
         with pytest.raises(ProcessLookupError):
             os.kill(held, 0)  # stopped and reaped
     finally:
