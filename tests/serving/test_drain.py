@@ -6,6 +6,7 @@ Ctrl-C (SIGINT) it stops at once, whatever drain time is left."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -43,17 +44,22 @@ def _start(data: Path, drain: float, log: Path, ocr: str = "off") -> tuple[subpr
         time.sleep(0.1)
 
 
+def _upload(url: str, doc_id: str, pdf: bytes) -> str:
+    """Create library ``lib`` and upload ``pdf`` as ``doc_id`` into it; returns the job id."""
+    assert httpx.post(f"{url}/v1/libraries", json={"name": "lib"}).status_code == 201
+    r = httpx.post(f"{url}/v1/libraries/lib/documents", files={"file": (f"{doc_id}.pdf", pdf, "application/pdf")},
+                   data={"metadata": json.dumps({"doc_id": doc_id})}, timeout=60)
+    assert r.status_code == 202, r.text
+    return r.json()["id"]
+
+
 def _stop_mid_ingest(tmp_path: Path, drain: float) -> tuple[str, Path, Path]:
     """Upload, wait until its first batch is written, SIGTERM; returns the job id."""
     data, log = tmp_path / "data", tmp_path / "serve.log"
     proc, url = _start(data, drain, log)
     try:
-        assert httpx.post(f"{url}/v1/libraries", json={"name": "lib"}).status_code == 201
         pdf = pdfs.make_pdf([f"Page {i}: revenue of region {i % 7} rose." for i in range(PAGES)])
-        r = httpx.post(f"{url}/v1/libraries/lib/documents", files={"file": ("big.pdf", pdf, "application/pdf")},
-                       data={"metadata": '{"doc_id": "big"}'}, timeout=60)
-        assert r.status_code == 202, r.text
-        job_id = r.json()["id"]
+        job_id = _upload(url, "big", pdf)
         while True:
             job = httpx.get(f"{url}/v1/jobs/{job_id}").json()
             assert job["state"] in ("queued", "running"), job  # SIGTERM must land mid-ingest
@@ -113,11 +119,7 @@ def _mixed(scanned: int) -> bytes:
 
 def _upload_until_ocr_reads(url: str, pdf: bytes) -> None:
     """Upload ``pdf`` as ``mixed``; return once its first phase is live and its OCR read a page."""
-    assert httpx.post(f"{url}/v1/libraries", json={"name": "lib"}).status_code == 201
-    r = httpx.post(f"{url}/v1/libraries/lib/documents", files={"file": ("mixed.pdf", pdf, "application/pdf")},
-                   data={"metadata": '{"doc_id": "mixed"}'}, timeout=60)
-    assert r.status_code == 202, r.text
-    job_id = r.json()["id"]
+    job_id = _upload(url, "mixed", pdf)
     while True:
         job = httpx.get(f"{url}/v1/jobs/{job_id}").json()
         assert job["state"] in ("queued", "running", "succeeded") and job["ocr"] != "done", job
