@@ -179,11 +179,16 @@ def main() -> int:
     ap.add_argument("--model-dir", type=Path)
     args = ap.parse_args()
     if args.what == "score":
-        if args.model_dir is None or not (args.model_dir / "model.onnx").is_file():
+        if args.model_dir is None or not all((args.model_dir / f).is_file() for f in ("model.onnx", "tokenizer.json")):
             ap.error("--model-dir must hold model.onnx and tokenizer.json (see the module doc)")
+        lacking = [n for n in args.sets if not (OUT / f"{n}.json").is_file()]
+        if lacking:
+            ap.error(f"no collect.py output for {', '.join(lacking)} in {OUT}: run bench/grade_signals/collect.py first")
         scorer = Scorer(args.model_dir)
         for name in args.sets:
             score(name, scorer)
+    elif not list(OUT.glob("ce_*.json")):
+        ap.error(f"no cross-encoder scores in {OUT}: run the score step first")
     else:
         report()
     return 0
