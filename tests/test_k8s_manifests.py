@@ -210,6 +210,7 @@ def test_dockerfile_is_non_root_with_healthcheck_and_model_cache() -> None:
     assert users and users[-1] not in ("root", "0")
     assert re.search(r"^HEALTHCHECK ", text, re.M)
     assert re.search(r'^VOLUME .*"/models"', text, re.M) and "HF_HOME=/models" in text
+    assert "RAY_USAGE_STATS_ENABLED=0" in text and "HF_HUB_DISABLE_TELEMETRY=1" in text  # sends nothing
     for line in re.findall(r"^(?:ENV|ARG) .*$", text, re.M):
         assert not re.search(r"(KEY|TOKEN|PASSWORD|SECRET)\s*=", line), line
     ignored = (ROOT / ".dockerignore").read_text(encoding="utf-8").split()

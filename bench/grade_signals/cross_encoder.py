@@ -46,6 +46,9 @@ BUDGET = 0.10
 
 class Scorer:
     def __init__(self, folder: Path) -> None:
+        from ragspine import runtimes
+
+        runtimes.quiet()  # before onnxruntime loads: no usage files, no usage events
         import onnxruntime as ort
         from tokenizers import Tokenizer
 

@@ -10,6 +10,12 @@ raises :class:`~ragspine.errors.MissingExtraError` naming ``pip install 'ragspin
     >>> enc.model_id, enc.revision                              # goes into the library record
 """
 
+from ragspine import runtimes as _runtimes
+
+# Before any module of this package can import onnxruntime or OpenVINO, which would
+# otherwise write usage files and send usage events (ragspine.runtimes).
+_runtimes.quiet()
+
 from ragspine.models.base import (
     DenseTextEncoder,
     EncodedPage,

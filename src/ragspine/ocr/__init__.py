@@ -18,6 +18,12 @@ Needs ``rapidocr-onnxruntime`` (the engine, imported on first use) and ``wordnin
 word list splits glued English words); both are named in the error raised when absent.
 """
 
+from ragspine import runtimes as _runtimes
+
+# Before any module of this package can import onnxruntime or OpenVINO, which would
+# otherwise write usage files and send usage events (ragspine.runtimes).
+_runtimes.quiet()
+
 from typing import TYPE_CHECKING, Any
 
 from ragspine.ocr.base import (

