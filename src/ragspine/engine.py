@@ -40,7 +40,7 @@ from ragspine.errors import (
 from ragspine.graph import GraphService
 from ragspine.indexing import DocumentMetadata, Indexer, IngestResult, Thumbnails
 from ragspine.indexing.dense_backfill import DenseAdded, add_dense
-from ragspine.indexing.dense_phase import DenseQueue, fill_version, follow
+from ragspine.indexing.dense_phase import DenseQueue, fill_version, follow, yield_to_ocr
 from ragspine.indexing.dense_phase import owed as dense_owed
 from ragspine.indexing.ocr_phase import OPEN_STATES, OcrQueue
 from ragspine.indexing.ocr_sweep import ClaimGate, OcrSweep
@@ -96,7 +96,8 @@ class Engine:
         self.ocr_queue = OcrQueue(self.indexer.finish_ocr, threads=min(4, max(2, workers)), gate=gate)
         #: The dense phase of documents ingested with ``defer_dense`` (ragspine.indexing.dense_phase).
         indexer = self.indexer
-        self.dense_queue = DenseQueue(lambda lib, doc, version, stop: fill_version(indexer, lib, doc, version, stop))
+        self.dense_queue = DenseQueue(lambda lib, doc, version, stop: fill_version(
+            indexer, lib, doc, version, stop, before_batch=lambda: yield_to_ocr(indexer)))
         # (Bound methods of the catalog and indexer, not of the engine: no cycle keeps it alive.)
         self.ocr_sweep = (OcrSweep(libraries=self.libraries.names, prepare=self.libraries.open,
                                    owed=self.indexer.deferred.owed_entries, claims=self.ocr_claims,

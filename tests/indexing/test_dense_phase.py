@@ -233,6 +233,51 @@ def test_restricted_pages_never_reach_the_encoder_in_the_dense_phase(eng: tuple[
     assert all("Rotterdam" not in c.payload["text"] for c in _chunks(e, "port", r.version))
 
 
+def test_the_engine_s_dense_phase_waits_while_ocr_reads_a_page_someone_waits_for(
+        data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The OCR workers run niced below this process: a batch encoded while a first phase waits for
+    # its stamp images would take their cores (ragspine.indexing.dense_phase.yield_to_ocr).
+    import time
+
+    import ocr_engines
+    import pymupdf
+    import scans
+    from ragspine.indexing.ocr import OcrOptions
+    from ragspine.indexing.ocr_pool import URGENT, OcrProcesses
+
+    drive = tmp_path / "drive"
+    drive.mkdir()
+    monkeypatch.setenv("OCR_TEST_DIR", str(drive))
+    e, counting = _engine(data_dir, monkeypatch)
+    pool = OcrProcesses(1, nice=0, factory=ocr_engines.file_driven)
+    monkeypatch.setattr(e.indexer, "ocr_pool", pool)
+    doc = pymupdf.open()
+    page = doc.new_page(width=500, height=700)
+    page.insert_image(page.rect, pixmap=scans.picture([scans.Line("x", y=100)], (500, 700), 36))
+    opts = OcrOptions(mode="auto", dpi=72, min_text_chars=10, min_image_fraction=0.1, band=0.12)
+    (drive / "hold").touch()  # the stand-in engine holds the page until this goes
+    reading = threading.Thread(target=lambda: pool.read(doc.tobytes(), [1], opts, priority=URGENT))
+    try:
+        e.create_library(LIB)
+        reading.start()
+        deadline = time.monotonic() + 60
+        while not list(drive.glob("started-*")):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        r = e.ingest(LIB, PDF, {"doc_id": "port"}, defer_dense=True)
+        assert r.dense == "pending"
+        time.sleep(1.0)
+        assert counting.texts == [] and e.dense_queue.backlog == 1  # queued, and waiting for the read
+        (drive / "hold").unlink()
+        reading.join(30)
+        assert e.dense_queue.join(60)
+        assert sorted(counting.texts) == sorted(c.payload["text"] for c in _chunks(e, "port", r.version))
+        assert e.libraries.doc_entry(LIB, "port")["dense"] == "done"
+    finally:
+        (drive / "hold").unlink(missing_ok=True)
+        e.close()
+
+
 def test_auto_defers_in_a_single_serving_process_only(data_dir: Path) -> None:
     e = Engine(Settings(data_dir=data_dir, dense_model="none", reranker="none"))
     try:

