@@ -106,7 +106,11 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if config.option.basetemp is not None or not (_SHM.is_dir() and os.access(_SHM, os.W_OK)):
         return
-    base = tempfile.mkdtemp(prefix="ragspine-pytest-", dir=_SHM)
+    from ragspine.evaluation.corpus import sweep_scratch
+
+    # A run that was killed (a cancelled CI job, a timeout) left its ~0.4 GB here, in memory.
+    sweep_scratch(_SHM, "ragspine-pytest-")
+    base = tempfile.mkdtemp(prefix=f"ragspine-pytest-{os.getpid()}-", dir=_SHM)
     config.option.basetemp = base
     config.stash[_SHM_BASE] = base
 

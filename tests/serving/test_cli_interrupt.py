@@ -79,6 +79,23 @@ def test_ctrl_c_in_an_eval_closes_without_drain_and_removes_its_folder(
             raise KeyboardInterrupt
     assert drains == [0.0]
     assert not folder.exists()
+    assert folder.name.startswith(f"ragspine-eval-{os.getpid()}-")  # the next eval can tell it from a killed one's
+
+
+def test_an_eval_removes_the_scratch_folders_of_evals_that_were_killed(tmp_path: Path) -> None:
+    from ragspine.evaluation.corpus import sweep_scratch
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no longer runs: a killed eval's
+    dead = tmp_path / f"ragspine-eval-{gone.pid}-k1ll3d"
+    (dead / "store").mkdir(parents=True)
+    (dead / "store" / "segment").write_bytes(b"x" * 1000)
+    live = tmp_path / f"ragspine-eval-{os.getpid()}-running"  # this process: an eval still running
+    live.mkdir()
+    other = tmp_path / "ragspine-eval-kept"  # not an eval's name with a pid: not ours to judge
+    other.mkdir()
+    assert sweep_scratch(tmp_path) == [dead]
+    assert not dead.exists() and live.is_dir() and other.is_dir()
 
 
 def test_a_server_that_cannot_take_its_port_exits_3(tmp_path: Path) -> None:

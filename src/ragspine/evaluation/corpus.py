@@ -158,7 +158,8 @@ def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool,
         res = engine.ingest(library, f, {"doc_id": doc_id}, defer_ocr=True)
         return res, engine.finish_ocr_later(library, doc_id) if res.ocr in ("pending", "failed") else None
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="ragspine-eval-ingest") as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="ragspine-eval-ingest")
+    try:
         futures = [pool.submit(first_phase, f, doc_id) for f, doc_id in zip(files, ids)]
         for f, doc_id, fut in zip(files, ids, futures):  # in file order: the same counts whatever finishes first
             try:
@@ -179,6 +180,11 @@ def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool,
             if bar is not None:
                 bar.set_postfix(pages=pages, ocr_owed=len(owed), refresh=False)
                 bar.update()
+    finally:
+        # A Ctrl-C (or an error) mid-way drops the files not started and waits only for those being
+        # read, as `ragspine ingest` does; the executor's own exit waited for every file (48
+        # MMLongBench documents: Ctrl-C went unheeded for minutes).
+        pool.shutdown(wait=True, cancel_futures=True)
     if bar is not None:
         bar.close()
     first_phase_s = time.perf_counter() - t0
@@ -233,6 +239,40 @@ def _scratch_root() -> str | None:
     return None
 
 
+#: A scratch folder's name: the prefix, then the pid of the eval that made it.
+_SCRATCH_PREFIX = "ragspine-eval-"
+
+
+def sweep_scratch(root: Path, prefix: str = _SCRATCH_PREFIX) -> list[Path]:
+    """Remove the folders ``<prefix><pid>-*`` under ``root`` whose process is gone; the ones removed.
+
+    An eval removes its folder when it ends, even on Ctrl-C, but not when it is killed (SIGKILL,
+    the OOM killer, a SIGTERM from ``timeout`` or a CI job's cancel): its index then stayed,
+    often in ``/dev/shm``, which is memory (100-200 MB for MMLongBench). Each folder carries its
+    eval's pid, so the next eval removes those whose process no longer runs. (The test suite
+    names and sweeps its own folders in ``/dev/shm`` the same way.)"""
+    gone: list[Path] = []
+    for folder in root.glob(f"{prefix}*-*"):
+        pid = folder.name[len(prefix):].split("-", 1)[0]
+        if not pid.isdigit() or not folder.is_dir() or _alive(int(pid)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        gone.append(folder)
+    if gone:
+        logger.info("removed %d scratch folders of processes that were killed", len(gone))
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 @contextmanager
 def _workspace(settings: Settings, name: str, keep_dir: Path | None) -> Iterator[tuple[Any, str]]:
     """An engine on a fresh data dir and a new library in it; both go away afterwards."""
@@ -240,7 +280,9 @@ def _workspace(settings: Settings, name: str, keep_dir: Path | None) -> Iterator
 
     tmp = None
     if keep_dir is None:
-        tmp = Path(tempfile.mkdtemp(prefix="ragspine-eval-", dir=_scratch_root()))
+        root = _scratch_root()
+        sweep_scratch(Path(root or tempfile.gettempdir()))
+        tmp = Path(tempfile.mkdtemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-", dir=root))
         data_dir = tmp
     else:
         data_dir = Path(keep_dir)
