@@ -7,6 +7,7 @@ texts in the store."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -233,48 +234,85 @@ def test_restricted_pages_never_reach_the_encoder_in_the_dense_phase(eng: tuple[
     assert all("Rotterdam" not in c.payload["text"] for c in _chunks(e, "port", r.version))
 
 
+class _HeldRead:
+    """A real OCR worker pool as the engine's, reading one page URGENT that the stand-in engine
+    holds until :meth:`release`; ``waits`` is set when the dense phase first waits on the pool."""
+
+    def __init__(self, e: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        import ocr_engines
+        import pymupdf
+        import scans
+        from ragspine.indexing.ocr import OcrOptions
+        from ragspine.indexing.ocr_pool import URGENT, OcrProcesses
+
+        self.drive = tmp_path / "drive"
+        self.drive.mkdir()
+        monkeypatch.setenv("OCR_TEST_DIR", str(self.drive))
+        self.pool = pool = OcrProcesses(1, nice=0, factory=ocr_engines.file_driven)
+        self.waits = threading.Event()
+        real_wait = pool.wait_urgent
+
+        def wait_urgent(timeout: float) -> bool:
+            self.waits.set()
+            return real_wait(timeout)
+
+        monkeypatch.setattr(pool, "wait_urgent", wait_urgent)
+        monkeypatch.setattr(e.indexer, "ocr_pool", pool)
+        doc = pymupdf.open()
+        page = doc.new_page(width=500, height=700)
+        page.insert_image(page.rect, pixmap=scans.picture([scans.Line("x", y=100)], (500, 700), 36))
+        opts = OcrOptions(mode="auto", dpi=72, min_text_chars=10, min_image_fraction=0.1, band=0.12)
+        (self.drive / "hold").touch()  # the stand-in engine holds the page until this goes
+        self.reading = threading.Thread(target=lambda: pool.read(doc.tobytes(), [1], opts, priority=URGENT))
+        self.reading.start()
+        deadline = time.monotonic() + 60
+        while not list(self.drive.glob("started-*")):  # the page is on the worker
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    def release(self) -> None:
+        (self.drive / "hold").unlink(missing_ok=True)
+        self.reading.join(30)
+
+
 def test_the_engine_s_dense_phase_waits_while_ocr_reads_a_page_someone_waits_for(
         data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The OCR workers run niced below this process: a batch encoded while a first phase waits for
     # its stamp images would take their cores (ragspine.indexing.dense_phase.yield_to_ocr).
-    import time
-
-    import ocr_engines
-    import pymupdf
-    import scans
-    from ragspine.indexing.ocr import OcrOptions
-    from ragspine.indexing.ocr_pool import URGENT, OcrProcesses
-
-    drive = tmp_path / "drive"
-    drive.mkdir()
-    monkeypatch.setenv("OCR_TEST_DIR", str(drive))
     e, counting = _engine(data_dir, monkeypatch)
-    pool = OcrProcesses(1, nice=0, factory=ocr_engines.file_driven)
-    monkeypatch.setattr(e.indexer, "ocr_pool", pool)
-    doc = pymupdf.open()
-    page = doc.new_page(width=500, height=700)
-    page.insert_image(page.rect, pixmap=scans.picture([scans.Line("x", y=100)], (500, 700), 36))
-    opts = OcrOptions(mode="auto", dpi=72, min_text_chars=10, min_image_fraction=0.1, band=0.12)
-    (drive / "hold").touch()  # the stand-in engine holds the page until this goes
-    reading = threading.Thread(target=lambda: pool.read(doc.tobytes(), [1], opts, priority=URGENT))
+    e.create_library(LIB)
+    held = _HeldRead(e, tmp_path, monkeypatch)
     try:
-        e.create_library(LIB)
-        reading.start()
-        deadline = time.monotonic() + 60
-        while not list(drive.glob("started-*")):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
         r = e.ingest(LIB, PDF, {"doc_id": "port"}, defer_dense=True)
         assert r.dense == "pending"
-        time.sleep(1.0)
-        assert counting.texts == [] and e.dense_queue.backlog == 1  # queued, and waiting for the read
-        (drive / "hold").unlink()
-        reading.join(30)
+        assert held.waits.wait(30)  # the phase reached its first batch and waits on the pool ...
+        assert counting.texts == [] and e.dense_queue.backlog == 1  # ... with nothing encoded
+        held.release()
         assert e.dense_queue.join(60)
         assert sorted(counting.texts) == sorted(c.payload["text"] for c in _chunks(e, "port", r.version))
         assert e.libraries.doc_entry(LIB, "port")["dense"] == "done"
     finally:
-        (drive / "hold").unlink(missing_ok=True)
+        held.release()
+        e.close()
+
+
+def test_the_dense_phase_waits_for_ocr_only_so_long(
+        data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stream of uploads may keep an URGENT read in progress for long: after YIELD_S a batch
+    # goes on regardless.
+    from ragspine.indexing import dense_phase
+
+    monkeypatch.setattr(dense_phase, "YIELD_S", 0.5)
+    e, counting = _engine(data_dir, monkeypatch)
+    e.create_library(LIB)
+    held = _HeldRead(e, tmp_path, monkeypatch)
+    try:
+        r = e.ingest(LIB, PDF, {"doc_id": "port"}, defer_dense=True)
+        assert e.dense_queue.join(30)  # done while the page is still held (up to 60 s)
+        assert held.reading.is_alive() and held.pool.urgent == 1
+        assert sorted(counting.texts) == sorted(c.payload["text"] for c in _chunks(e, "port", r.version))
+    finally:
+        held.release()
         e.close()
 
 

@@ -94,8 +94,16 @@ def test_an_eval_removes_the_scratch_folders_of_evals_that_were_killed(tmp_path:
     live.mkdir()
     other = tmp_path / "ragspine-eval-kept"  # not an eval's name with a pid: not ours to judge
     other.mkdir()
+    target = tmp_path / "someone-elses"
+    target.mkdir()
+    (target / "keep").write_text("x")
+    planted = tmp_path / f"ragspine-eval-{gone.pid}-link"  # a dead pid's name on a link: never followed
+    planted.symlink_to(target, target_is_directory=True)
+    (tmp_path / f"ragspine-eval-{gone.pid}-file").write_text("x")  # a file of that name: not a folder
     assert sweep_scratch(tmp_path) == [dead]
     assert not dead.exists() and live.is_dir() and other.is_dir()
+    assert planted.is_symlink() and (target / "keep").exists()
+    assert (tmp_path / f"ragspine-eval-{gone.pid}-file").exists()
 
 
 def test_a_server_that_cannot_take_its_port_exits_3(tmp_path: Path) -> None:

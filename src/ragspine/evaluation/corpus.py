@@ -254,7 +254,8 @@ def sweep_scratch(root: Path, prefix: str = _SCRATCH_PREFIX) -> list[Path]:
     gone: list[Path] = []
     for folder in root.glob(f"{prefix}*-*"):
         pid = folder.name[len(prefix):].split("-", 1)[0]
-        if not pid.isdigit() or not folder.is_dir() or _alive(int(pid)):
+        # A link is never followed (anyone can plant one in /tmp): only real folders go.
+        if not pid.isdigit() or folder.is_symlink() or not folder.is_dir() or _alive(int(pid)):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         gone.append(folder)
