@@ -13,6 +13,7 @@ from ragspine.policy import (
     is_restricted,
     normalize_sensitivity,
 )
+from ragspine.policy.markers import label_words_only
 
 HEIGHT = 792.0  # US Letter, PDF points
 # Default band 0.12: the top band ends at 95.04 pt, the bottom band starts at 696.96 pt.
@@ -33,6 +34,13 @@ def page(*lines: tuple[str, tuple[float, float, float, float]], number: int = 1)
         blocks=[],
         lines=list(all_lines),
     )
+
+
+def ocr_page(*ocr_lines: tuple[str, tuple[float, float, float, float]], number: int = 1) -> PageContent:
+    """A page whose text layer holds only the body, with ``ocr_lines`` read from its pixels."""
+    p = page(number=number)
+    p.ocr_lines = list(ocr_lines)
+    return p
 
 
 # -- sensitivity ----------------------------------------------------------------------------
@@ -181,14 +189,23 @@ def test_short_label_counts_in_any_case(label: str) -> None:
     assert PagePolicy().marked(page((label, BOTTOM)))
 
 
-def test_label_length_boundary() -> None:
-    at_limit = ("restricted " + "y" * LABEL_MAX_CHARS)[:LABEL_MAX_CHARS]
+def test_label_length_bounds_stamps_and_spaced_letters() -> None:
+    # LABEL_MAX_CHARS no longer decides whether a band line is a label (its words do); it bounds
+    # what counts as a stamp (an OCR line outside the bands) and which lines are read again with
+    # their spaces removed. "RESTRICTED " + 37 dashes is 48 characters: a label (dashes only).
+    at_limit = "RESTRICTED " + "-" * (LABEL_MAX_CHARS - 11)
     assert len(at_limit) == LABEL_MAX_CHARS
-    assert PagePolicy().marked(page((at_limit, TOP)))
-    over = at_limit + "z"
-    assert not PagePolicy().marked(page((over, TOP)))
+    assert PagePolicy().marked(ocr_page((at_limit, MIDDLE)))
+    assert not PagePolicy().marked(ocr_page((at_limit + "-", MIDDLE)))
+    # the same 49-character line in a band is still a label: band lines have no length limit
+    assert PagePolicy().marked(page((at_limit + "-", TOP)))
+    # "R E S T R I C T E D" is 19 characters; a space and 28 dashes make 48.
+    spaced = " ".join("RESTRICTED") + " " + "-" * 28
+    assert len(spaced) == LABEL_MAX_CHARS
+    assert PagePolicy().marked(page((spaced, TOP)))
+    assert not PagePolicy().marked(page((spaced + "-", TOP)))
     # surrounding whitespace does not count towards the length
-    assert PagePolicy().marked(page(("   " + at_limit + "   ", TOP)))
+    assert PagePolicy().marked(ocr_page(("   " + at_limit + "   ", MIDDLE)))
 
 
 def test_short_lowercase_label_in_the_middle_is_not_a_marker() -> None:
@@ -238,6 +255,173 @@ def test_blank_markers_ignored_and_none_left_is_an_error() -> None:
 
 def test_marker_stripped_when_configured_with_spaces() -> None:
     assert PagePolicy(markers=(" RESTRICTED ",)).marked(page(("RESTRICTED", TOP)))
+
+
+# -- labels, not words: the marker as a classification label vs. as a word of a phrase ---------
+# Each line below was dropped by the rule before issue 44 part 7 (any case in a band line of at
+# most LABEL_MAX_CHARS characters; the marker as configured in any band line or OCR stamp).
+
+#: Lines of public filings: the word used as an adjective or in prose, never a classification.
+FILING_PHRASES = [
+    "equivalents, including restricted",  # Boeing 2018 cash-flow statement, pages 72-73
+    "Summary of Restricted Stock Unit Activity",  # Costco
+    "Form of Restricted Stock Agreement",  # Adobe exhibit index
+    "Restricted Stock Units",
+    "Restricted cash",
+    "restricted to",
+    "Cash restricted to capital projects",
+    "Total cash, cash equivalents and restricted cash",
+    "Long-Term Incentive Program Award Agreement (2019) – Restricted Shares",
+    "Scheduled vesting—restricted stock units",
+    "restricted-stock awards",
+    "Cash – restricted",  # lower case after a separator: a caption, not a label
+]
+#: The same in capitals: the marker as configured, but beside a word of its own case that is
+#: not label vocabulary (the noun it modifies, or the word it continues).
+FILING_PHRASES_UPPER = [
+    "EQUIVALENTS, INCLUDING RESTRICTED",
+    "RESTRICTED STOCK UNITS",
+    "RESTRICTED CASH",
+    "CASH, CASH EQUIVALENTS AND RESTRICTED CASH",
+    "FORM OF RESTRICTED STOCK AGREEMENT",
+]
+#: Chinese financial statements: 受限 inside a word or before the noun it modifies.
+CHINESE_PHRASES = ["受限制的现金", "受限资产", "使用受限", "其他货币资金中使用受限的部分", "受限于", "所有权受限 资产"]
+
+
+@pytest.mark.parametrize("text", FILING_PHRASES + FILING_PHRASES_UPPER + CHINESE_PHRASES)
+def test_phrase_in_a_band_keeps_the_page(text: str) -> None:
+    assert not PagePolicy().marked(page((text, TOP)))
+    assert not PagePolicy().marked(page((text, BOTTOM)))
+
+
+@pytest.mark.parametrize("text", FILING_PHRASES + FILING_PHRASES_UPPER + CHINESE_PHRASES)
+def test_phrase_read_by_ocr_keeps_the_page(text: str) -> None:
+    assert not PagePolicy().marked(ocr_page((text, TOP)))  # an OCR line in a band
+    assert not PagePolicy().marked(ocr_page((text, MIDDLE)))  # as a would-be stamp
+
+
+#: Label forms that must still drop the page (each: the marker and label vocabulary, numbers or
+#: separators; or the marker as configured set apart from the words beside it).
+LABELS = [
+    "RESTRICTED - INTERNAL",
+    "CONFIDENTIAL // RESTRICTED",
+    "Restricted — Internal Use Only",
+    "Sensitivity: Restricted",
+    "Classification: Restricted. Do not forward this document outside Acme Corp.",
+    "Restricted Distribution",
+    "This document is restricted.",
+    "Page 3 of 10 | RESTRICTED",
+    "Restricted 2024-03-01",
+    "FY2024 Q3 RESTRICTED",
+    "Acme Corp – Restricted",  # a label part of the line, after a separator, capitalised
+    "Project Falcon | Restricted",
+    "ACME Corp RESTRICTED",  # the configured capitals beside words of another case
+    "RESTRICTED Do not copy or forward",
+    "R E S T R I C T E D",
+    "ＲＥＳＴＲＩＣＴＥＤ",
+    "Cash – Restricted",  # the price of "Acme Corp – Restricted": capitalised after a separator
+    "受限",
+    "密级：受限",
+    "内部资料 受限",
+    "本文件受限",
+    "受限 内部使用",
+    "受限，仅供内部参考",
+    "2024年3月 受限",
+    "第3页 共10页 受限",
+    "Acme 受限",  # the CJK marker beside Latin words only
+    "受限 Restricted",
+]
+
+
+@pytest.mark.parametrize("text", LABELS)
+def test_label_forms_drop_the_page(text: str) -> None:
+    assert PagePolicy().marked(page((text, TOP)))
+    assert PagePolicy().marked(page((text, BOTTOM)))
+    assert PagePolicy().marked(ocr_page((text, BOTTOM)))
+
+
+@pytest.mark.parametrize(
+    "text", ["RESTRICTED", "CONFIDENTIAL // RESTRICTED", "RESTRICTED - INTERNAL", "Classification: Restricted",
+             "ACME Corp RESTRICTED", "受限", "密级：受限", "内部资料 受限", "R E S T R I C T E D"],
+)
+def test_stamp_forms_drop_the_page_anywhere(text: str) -> None:
+    assert PagePolicy().marked(ocr_page((text, MIDDLE)))
+
+
+@pytest.mark.parametrize("text", ["Restricted", "Acme Corp – Restricted", "restricted"])
+def test_stamp_needs_the_marker_as_configured(text: str) -> None:
+    # As before: outside the bands an OCR line counts only with the marker as configured (or
+    # after a label word); in a band the same line is a label.
+    assert not PagePolicy().marked(ocr_page((text, MIDDLE)))
+    assert PagePolicy().marked(ocr_page((text, TOP)))
+
+
+@pytest.mark.parametrize("text", ["NON-RESTRICTED", "Non-RESTRICTED", "non-restricted", "Un-Restricted", "NOT RESTRICTED"])
+def test_negated_marker_is_not_a_label(text: str) -> None:
+    assert not PagePolicy().marked(page((text, TOP)))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("RESTRICTED Stock", True),  # capitals beside a word of another case stand apart
+        ("RESTRICTED STOCK", False),  # beside a word of its own case: a phrase
+        ("STOCK RESTRICTED", False),
+        ("DISTRIBUTION RESTRICTED", True),  # beside label vocabulary
+        ("RESTRICTED-EXTERNAL", True),
+        ("RESTRICTED-STOCK", False),  # a hyphen joins like a space
+        ("Distribution RESTRICTED. This document must not be shared outside the named recipients.", True),
+        ("受限资产", False),  # the CJK run touching the marker: 资产 is not label vocabulary
+        ("受限文件", True),
+        ("本报告内容受限，仅供内部参考使用，不得对外分发。", True),
+    ],
+)
+def test_set_apart_from_the_words_beside_it(text: str, expected: bool) -> None:
+    assert PagePolicy().marked(page((text, TOP))) is expected
+
+
+def test_any_configured_marker_follows_the_same_rule() -> None:
+    policy = PagePolicy(markers=("CONFIDENTIAL", "机密"))
+    assert policy.marked(page(("CONFIDENTIAL", TOP)))
+    assert policy.marked(page(("Confidential Information", TOP)))  # label vocabulary
+    assert policy.marked(page(("Acme Corp – Confidential", BOTTOM)))
+    assert policy.marked(page(("TOP SECRET // CONFIDENTIAL", BOTTOM)))
+    assert policy.marked(page(("绝密 机密文件", TOP)))
+    assert not policy.marked(page(("Confidential Treatment Requested by Acme Corp", TOP)))
+    assert not policy.marked(page(("CONFIDENTIAL TREATMENT REQUESTED", TOP)))
+    assert not policy.marked(page(("Confidential treatment", TOP)))
+    assert not policy.marked(page(("机密技术", TOP)))  # 技术 (technology) is the noun it modifies
+    secret = PagePolicy(markers=("SECRET",))
+    assert secret.marked(page(("TOP SECRET", TOP)))
+    assert not secret.marked(page(("SECRET SAUCE RECIPE", TOP)))
+    assert not secret.marked(page(("Trade secret protection", TOP)))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", True),
+        ("Page 3 of 10", True),
+        ("Classification: Internal // Confidential", True),
+        ("2024-03-01", True),
+        ("FY2024 Q3 v2", True),
+        ("March 2024", True),
+        ("内部资料", True),
+        ("第3页 共10页", True),
+        ("2024年3月", True),
+        ("本报告内容，仅供内部参考", True),
+        ("stock", False),
+        ("including", False),
+        ("not", False),
+        ("to", False),
+        ("使用", False),
+        ("资产", False),
+        ("内部资产", False),
+    ],
+)
+def test_label_words_only(text: str, expected: bool) -> None:
+    assert label_words_only(text) is expected
 
 
 # -- restricted_pages -----------------------------------------------------------------------
