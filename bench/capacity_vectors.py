@@ -39,7 +39,7 @@ a bulk load: builds the quantized copies and HNSW graphs) and closed, then a fre
   RSS counts those pages twice: PSS (``smaps_rollup``) counts them once, and is the figure to
   plan with;
 - **time**, one query at a time after 5 warm-up queries: the visual query the way
-  ``retrieval/channels.py`` runs it (``search_multivector`` with the MUVERA first stage,
+  ``retrieval/channels/visual.py`` runs it (``search_multivector`` with the MUVERA first stage,
   100 candidates, the copy's oversampling, exact MaxSim of 20 query tokens on the
   candidates), and the first stage alone; the dense query (``search_dense``, limit 100)
   with ``exact=True`` (a scan of every vector: what channels.py does up to
@@ -252,7 +252,7 @@ def probe(data_dir: str, lib: str, layout_name: str, queries: int, seed: int) ->
     import qdrant_edge as qe
 
     from ragspine.catalog.libraries import DENSE_CHUNK, PAGE_FDE, PAGE_FULL
-    from ragspine.retrieval.channels import RANK_FIELDS
+    from ragspine.retrieval.channel import RANK_FIELDS
     from ragspine.scoring.muvera import MuveraParams, muvera
     from ragspine.store._edge_qdrant import compile_where, payload_selector
     from ragspine.store.base import KIND_CHUNK, KIND_PAGE, Where, fde_oversampling

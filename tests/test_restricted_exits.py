@@ -129,7 +129,7 @@ def test_the_rerank_exit_itself_drops_a_restricted_hit(planted: tuple[Engine, Sp
 
     hits = [hit(1, "public harbour passage", None), hit(2, f"secret {CANARY}", "RESTRICTED")]
     req = SearchRequest(query="harbour", libraries=[LIB], rerank=True)
-    out = eng.searcher._rerank(req, hits, Plan(mode="bm25", visual=False, dense=False), {})
+    out = eng.searcher.reranking.apply(req, hits, Plan(mode="bm25", visual=False, dense=False), {})
     assert spy.seen == ["public harbour passage"]
     assert [h.page for h in out] == [1]
 

@@ -96,3 +96,12 @@ def test_question_words_no_longer_outrank_the_subject(settings: Settings, tmp_pa
                             split="test")
     assert res["default"]["ndcg@10"] == pytest.approx(1.0)
     assert res["kept"]["ndcg@10"] == pytest.approx(1.0 / math.log2(3))
+
+
+def test_a_period_token_also_searches_its_year() -> None:
+    # "FY2017" is one token; the filing's pages say "2017" or "fiscal 2017"
+    assert query_tokens("Amazon FY2017 return on assets") == ["amazon", "fy2017", "2017", "return", "on", "assets"]
+    assert query_tokens("fy18 and CY2020") == ["fy18", "2018", "and", "cy2020", "2020"]
+    # not a period: left alone
+    assert query_tokens("fyi fy20189 q2018") == ["fyi", "fy20189", "q2018"]
+    assert query_tokens("What is FY2017?", drop_question_words=False) == ["what", "is", "fy2017", "2017"]

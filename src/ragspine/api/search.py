@@ -138,6 +138,10 @@ class SearchResponse(Reply):
     timings_ms: dict[str, float] = Field(default_factory=dict)
     #: Channels left out on purpose, and why (``dense_skipped: query language zh ...``).
     notes: list[str] = Field(default_factory=list)
+    #: The fusion that ranked the hits: per library its rule and weights (``rrf(k=60; bm25 1,
+    #: bm25_page 4)``, ``convex(bm25 0.2, ...)``) and what pages borrowed (``document prior 0.3``),
+    #: then how libraries were fused.
+    fusion: str = ""
     #: With ``expand``: the start entity and the entities searched, per library.
     expansion: dict[str, Any] | None = None
     #: With ``rewrite``: the queries searched, the original first, each with its substitutions.

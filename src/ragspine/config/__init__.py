@@ -29,6 +29,10 @@ from ragspine.config.fusion import (
     DEFAULT_RRF_K,
     DEFAULT_RRF_K_DENSE,
     DEFAULT_VISUAL_WEIGHT,
+    DEFAULT_DOCUMENT_PRIOR_WEIGHT,
+    DEFAULT_MISS_MARGIN,
+    DEFAULT_MISS_STDS,
+    DEFAULT_NEIGHBOUR_WEIGHT,
 )
 
 #: The dense model when RAGSPINE_DENSE_MODEL is unset and ``ragspine[multilingual]`` is
@@ -103,6 +107,12 @@ class Settings(BaseSettings):
     #: An embedded image larger than this many pixels is never decoded (decoded, 64 Mpx of RGB
     #: is ~190 MB): it is blanked before any render, and its page indexed from its text.
     max_image_pixels: int = Field(default=64_000_000, ge=1_000_000)
+    #: Tables read as tables (ragspine.indexing.tables): ``auto`` - on pages whose text lines look
+    #: tabular (runs of rows with numbers beside a label), each table row becomes one paragraph
+    #: ``label  v1  v2 ...`` in place of the text blocks it was cut into, with its column headers
+    #: and caption kept for the passages that need them; ``off`` - text blocks only.
+    #: bench/tables.py measures the cost and what it changes.
+    tables: Literal["auto", "off"] = "auto"
 
     #: Classification markers that make a page RESTRICTED when found in its top/bottom band.
     restricted_markers: list[str] = Field(default_factory=lambda: ["RESTRICTED", "受限"])
@@ -144,6 +154,10 @@ class Settings(BaseSettings):
     #: Target passage length in characters, and the overlap between neighbouring passages.
     chunk_chars: int = Field(default=480, gt=0)
     chunk_overlap: int = Field(default=80, ge=0)
+    #: Index each passage with its document's title, issuer and period and its section path
+    #: (ragspine.indexing.context; the cited text stays the passage's own). docs/measured.md,
+    #: "Documents as wholes".
+    passage_context: bool = True
 
     #: BM25 parameters.
     bm25_k1: float = Field(default=DEFAULT_BM25_K1, gt=0)
@@ -305,6 +319,23 @@ class Settings(BaseSettings):
     #: channel or with ``dense_fusion=rrf``; else ``convex_dense_weight`` applies).
     visual_weight: float = Field(default=DEFAULT_VISUAL_WEIGHT, ge=0, allow_inf_nan=False)
     dense_weight: float = Field(default=DEFAULT_DENSE_WEIGHT, ge=0, allow_inf_nan=False)
+    #: The document prior (retrieval/fusion.py, scoring/priors.py): when a question names a
+    #: document's issuer (and year), a page's fused score becomes ``(1 - w) * page + w *
+    #: document``, ``document`` the document channel's score in [0, 1]
+    #: (retrieval/channels/documents.py); a question that names none is ranked as without it.
+    #: 0 turns it off. Chosen by bench/long_reports.py (docs/measured.md).
+    document_prior_weight: float = Field(default=DEFAULT_DOCUMENT_PRIOR_WEIGHT, ge=0, le=1, allow_inf_nan=False)
+    #: A page's score gains this share of its better-ranked neighbour's (the page before or
+    #: after in the same document). 0 turns it off.
+    neighbour_weight: float = Field(default=DEFAULT_NEIGHBOUR_WEIGHT, ge=0, le=1, allow_inf_nan=False)
+    #: A search none of whose BM25 terms occurs in the searched libraries answers no hits (a
+    #: ``miss:`` note, and the gap log counts it) unless its best dense similarity exceeds what
+    #: queries of made-up words reach in the library by ``miss_margin`` plus ``miss_stds`` of
+    #: their standard deviation (retrieval/misses.py). Off: the dense channel's nearest
+    #: neighbours are answered whatever they are.
+    miss_check: bool = True
+    miss_margin: float = Field(default=DEFAULT_MISS_MARGIN, allow_inf_nan=False)
+    miss_stds: float = Field(default=DEFAULT_MISS_STDS, ge=0, allow_inf_nan=False)
     #: The dense channel scans every passage of a library exactly up to this many passages
     #: (0: never): exact, and the same hits whatever HNSW graph an index build (a restore, an
     #: optimize) made. Above it, Qdrant's HNSW graph answers. Measured on the 48 dev PDFs

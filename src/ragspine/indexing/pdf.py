@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import struct
 import zlib
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 import pymupdf
 
 from ragspine.errors import CorruptPDFError, EmptyPDFError, EncryptedPDFError, NotAPDFError, OversizeError
+from ragspine.indexing.tables import TABLE_MODES, PageTable, read_tables, table_regions
 from ragspine.scoring.tokenizer import is_cjk_char
 
 logger = logging.getLogger(__name__)
@@ -58,6 +60,9 @@ class PageContent:
     #: Lines read by OCR (PDF points), in reading order; the policy reads them as well, and
     #: a short one anywhere on the page counts as a stamp.
     ocr_lines: list[tuple[str, BBox]] = field(default_factory=list)
+    #: The tables read on the page (RAGSPINE_TABLES): their rows are paragraphs of ``text`` in
+    #: place of the text blocks inside each table's area (``row_spans`` says where).
+    tables: list[PageTable] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -128,10 +133,16 @@ def open_pdf(
     max_pages: int = 3000,
     max_page_side_pt: float = 14400.0,
     max_image_pixels: int = 64_000_000,
+    tables: str = "auto",
 ) -> ParsedPDF:
     """Open and parse a PDF. ``source`` is the file's bytes or a path. An embedded image of
     more than ``max_image_pixels`` is blanked in the open document before anything renders
-    (MuPDF would decode it at full size first, whatever the render's own size cap)."""
+    (MuPDF would decode it at full size first, whatever the render's own size cap).
+    ``tables`` (RAGSPINE_TABLES): ``auto`` reads the tables of the pages whose text lines look
+    tabular (:mod:`ragspine.indexing.tables`) and puts their rows in the page text, ``off``
+    leaves every page as its text blocks."""
+    if tables not in TABLE_MODES:
+        raise ValueError(f"tables must be one of {', '.join(TABLE_MODES)}, got {tables!r}")
     if isinstance(source, (str, Path)):
         with open(source, "rb") as fh:
             head = fh.read(_PDF_MAGIC_WINDOW)
@@ -170,7 +181,7 @@ def open_pdf(
             raise OversizeError(
                 f"the PDF has {n} pages; the limit is {max_pages} (RAGSPINE_MAX_PAGES)"
             )
-        pages = [_read_page(doc, i, max_page_side_pt) for i in range(n)]
+        pages = [_read_page(doc, i, max_page_side_pt, tables=tables == "auto") for i in range(n)]
         skipped = _blank_oversized_images(doc, pages, max_image_pixels)
         if not any(p.text.strip() or p.has_images or p.has_drawings for p in pages):
             if skipped:
@@ -206,7 +217,7 @@ def _blank_oversized_images(doc: pymupdf.Document, pages: list[PageContent], lim
     return [SkippedImage(tuple(numbers), w, h) for w, h, numbers in big.values()]
 
 
-def _read_page(doc: pymupdf.Document, index: int, max_side: float) -> PageContent:
+def _read_page(doc: pymupdf.Document, index: int, max_side: float, *, tables: bool = False) -> PageContent:
     try:
         page = doc.load_page(index)
         rect = page.rect
@@ -218,37 +229,57 @@ def _read_page(doc: pymupdf.Document, index: int, max_side: float) -> PageConten
         # One extraction gives both paragraphs (blocks) and their lines; the policy needs
         # line positions so that a marker in a header line is told from prose that happens
         # to run through the band.
-        raw = page.get_text("dict", sort=True, flags=pymupdf.TEXTFLAGS_TEXT)
+        # One text page serves the blocks and, on a page whose lines look tabular, its words.
+        textpage = page.get_textpage(flags=pymupdf.TEXTFLAGS_TEXT)
+        raw = page.get_text("dict", sort=True, textpage=textpage)
         has_images = bool(page.get_images(full=False))
     except OversizeError:
         raise
     except Exception as exc:
         raise CorruptPDFError(f"page {index + 1} of the PDF is corrupt: {exc}") from exc
-    blocks: list[TextBlock] = []
     lines: list[tuple[str, BBox]] = []
-    parts: list[str] = []
-    pos = 0
+    paragraphs: list[tuple[str, BBox, list[BBox]]] = []  # text, bbox, its lines' boxes
     for b in raw.get("blocks", []):
         if b.get("type", 0) != 0:
             has_images = True
             continue
         line_texts = []
+        line_boxes: list[BBox] = []
         for ln in b.get("lines", []):
             t = "".join(sp.get("text", "") for sp in ln.get("spans", []))
             if t.strip():
                 line_texts.append(t)
                 x0, y0, x1, y1 = ln["bbox"]
-                lines.append((t, (float(x0), float(y0), float(x1), float(y1))))
+                line_boxes.append((float(x0), float(y0), float(x1), float(y1)))
+                lines.append((t, line_boxes[-1]))
         text = _join_lines("\n".join(line_texts))
         if not text:
             continue
+        x0, y0, x1, y1 = b["bbox"]
+        paragraphs.append((text, (float(x0), float(y0), float(x1), float(y1)), line_boxes))
+    found: list[PageTable] = []
+    if tables:
+        regions = table_regions(lines)
+        if regions:
+            try:
+                found = read_tables(textpage.extractWORDS(), regions, lines)
+            except Exception as exc:  # the finder failing on one odd page must not fail the PDF
+                logger.warning("page %d: reading its tables failed (%s); kept as text blocks", index + 1, exc)
+                found = []
+    blocks: list[TextBlock] = []
+    parts: list[str] = []
+    spans: list[list[tuple[int, int]]] = [[] for _ in found]
+    pos = 0
+    for text, box, table in _with_tables(paragraphs, found):
         if parts:
             pos += len(PARAGRAPH_SEP)
-        x0, y0, x1, y1 = b["bbox"]
-        blocks.append(TextBlock(text, (float(x0), float(y0), float(x1), float(y1)), pos, pos + len(text)))
+        blocks.append(TextBlock(text, box, pos, pos + len(text)))
+        if table is not None:
+            spans[table].append((pos, pos + len(text)))
         parts.append(text)
         pos += len(text)
     page_text = PARAGRAPH_SEP.join(parts)
+    found = [replace(t, row_spans=tuple(sp)) for t, sp in zip(found, spans, strict=True)]
     has_drawings = False
     if not page_text and not has_images:
         try:
@@ -264,7 +295,47 @@ def _read_page(doc: pymupdf.Document, index: int, max_side: float) -> PageConten
         lines=lines,
         has_images=has_images,
         has_drawings=has_drawings,
+        tables=found,
     )
+
+
+def _inside(box: BBox, area: BBox) -> bool:
+    """The middle of ``box`` lies in ``area`` (grown by a point: PyMuPDF's line and word
+    boxes differ by fractions of one)."""
+    xm, ym = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    return area[0] - 1 <= xm <= area[2] + 1 and area[1] - 1 <= ym <= area[3] + 1
+
+
+def _with_tables(
+    paragraphs: list[tuple[str, BBox, list[BBox]]], tables: list[PageTable],
+) -> Iterator[tuple[str, BBox, int | None]]:
+    """The page's paragraphs in reading order, each with the index of the table it is a row of
+    (``None`` for a text block). A text block every line of which lies in a row of a table gives
+    way to that table's rows, which take the place of the first such block (or, when there is
+    none, of the first block below the table's top). A block only partly in a table stays:
+    its text is never lost, at worst a few words are read twice."""
+    if not tables:
+        yield from ((t, b, None) for t, b, _lines in paragraphs)
+        return
+    owner = [next((k for k, tab in enumerate(tables)
+                   if all(any(_inside(ln, row) for row in tab.row_boxes) for ln in lines)), None)
+             for _t, _b, lines in paragraphs]
+    anchor: dict[int, int] = {}
+    for i, k in enumerate(owner):
+        if k is not None:
+            anchor.setdefault(k, i)
+    for k, tab in enumerate(tables):
+        if k not in anchor:
+            below = [i for i, (_t, b, _l) in enumerate(paragraphs) if owner[i] is None and b[1] >= tab.bbox[1]]
+            anchor[k] = below[0] if below else len(paragraphs)
+    at: dict[int, list[int]] = {}
+    for k, i in sorted(anchor.items(), key=lambda ki: (ki[1], tables[ki[0]].bbox[1])):
+        at.setdefault(i, []).append(k)
+    for i in range(len(paragraphs) + 1):
+        for k in at.get(i, []):
+            yield from ((t, b, k) for t, b in zip(tables[k].row_texts, tables[k].row_boxes, strict=True))
+        if i < len(paragraphs) and owner[i] is None:
+            yield (paragraphs[i][0], paragraphs[i][1], None)
 
 
 def _render(doc: pymupdf.Document, number: int, dpi: int, max_px: int) -> pymupdf.Pixmap:

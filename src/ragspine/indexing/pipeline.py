@@ -109,6 +109,7 @@ class Indexer:
             "bm25": self.bm25.revision,
             "thumb": [s.thumbnail_dpi, s.thumbnail_max_px],
             "ocr": self.ocr.opts.key(),
+            "tables": s.tables,
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -177,7 +178,7 @@ class Indexer:
                 return self._unchanged(library, prev, t0)
         parsed = open_pdf(
             data, max_pages=self.settings.max_pages, max_page_side_pt=self.settings.max_page_side_pt,
-            max_image_pixels=self.settings.max_image_pixels,
+            max_image_pixels=self.settings.max_image_pixels, tables=self.settings.tables,
         )
         try:
             deferred: list[int] = []  # pages whose content OCR waits for phase 2

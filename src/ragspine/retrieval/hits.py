@@ -1,27 +1,25 @@
-"""Hit assembly: the citations of the ranked pages (document, page, bbox, passage), the RESTRICTED
-exit filter, and the rerank contract."""
+"""Hit assembly: the citations of the ranked pages (document, page, bbox, passage) and the
+RESTRICTED exit filter. It takes the fused pages and their candidates, nothing else of a search."""
 
 from __future__ import annotations
 
-import logging
-import math
 import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from ragspine.models.modelset import describe
-from ragspine.models.registry import reranker_languages
+from ragspine.config import Settings
 from ragspine.policy import CLASSIFICATION, point_restricted
-from ragspine.retrieval.channels import Cand
-from ragspine.retrieval.plan import Plan
+from ragspine.retrieval.fusion import Cand
 from ragspine.retrieval.request import PageKey, SearchHit, SearchRequest
 from ragspine.scoring.query_terms import query_tokens
-from ragspine.scoring.tokenizer import query_language, tokenize
+from ragspine.scoring.tokenizer import tokenize
+from ragspine.store.base import Store
 
 if TYPE_CHECKING:
-    from ragspine.retrieval.search import Searcher
+    from ragspine.retrieval.lexical import LexicalIndex
 
-logger = logging.getLogger(__name__)
+#: The score keys every hit carries (None where that channel did not find the page).
+SCORE_KEYS = ("bm25", "bm25_page", "dense", "visual", "document", "fused", "rerank")
 
 
 def best_passage(query_tokens: list[str], page_payload: dict[str, Any]) -> dict[str, Any]:
@@ -45,11 +43,17 @@ def best_passage(query_tokens: list[str], page_payload: dict[str, Any]) -> dict[
 
 
 
-class HitAssembly:
-    """Citations and rerank of :class:`~ragspine.retrieval.search.Searcher` (a mixin)."""
+class HitAssembler:
+    """Ranked pages in, cited hits out: one retrieve per library of the passage (or page) points
+    of just these pages (from the lexical index's payload cache when there is one)."""
 
-    def _hits(self: Searcher, req: SearchRequest, keys: list[PageKey], cands: dict[PageKey, Cand],
-              timings: dict[str, float]) -> list[SearchHit]:
+    def __init__(self, settings: Settings, store: Store, lexical: LexicalIndex | None) -> None:
+        self.settings = settings
+        self.store = store
+        self.lexical = lexical
+
+    def hits(self, req: SearchRequest, keys: list[PageKey], cands: dict[PageKey, Cand],
+             timings: dict[str, float]) -> list[SearchHit]:
         """Citations for the ranked pages: one retrieve per library of the passage (or page)
         points of just these pages."""
         t = time.perf_counter()
@@ -88,14 +92,7 @@ class HitAssembly:
                     bbox=[float(x) for x in p["bbox"]],
                     chunk_id=p["chunk_id"],
                     text=p["text"],
-                    scores={
-                        "bm25": c.scores.get("bm25"),
-                        "bm25_page": c.scores.get("bm25_page"),
-                        "dense": c.scores.get("dense"),
-                        "visual": c.scores.get("visual"),
-                        "fused": c.scores.get("fused"),
-                        "rerank": None,
-                    },
+                    scores={k: c.scores.get(k) for k in SCORE_KEYS},
                     version=int(p["version"]),
                     metadata=dict(p.get("meta") or {}),
                     classification=p.get(CLASSIFICATION),
@@ -104,57 +101,3 @@ class HitAssembly:
             )
         timings["fetch"] = round((time.perf_counter() - t) * 1000, 3)
         return out
-
-    def rerank(self: Searcher, query: str, hits: list[SearchHit]) -> tuple[list[SearchHit], list[str], list[str], float]:
-        """Rerank hits found elsewhere (the query chain's fused variants) with ``query``:
-        ``(hits, degraded reasons, notes, ms)``, under the same contract as ``rerank: true``."""
-        plan = Plan(mode="", visual=False, dense=False)
-        timings: dict[str, float] = {}
-        req = SearchRequest.model_construct(query=query)
-        out = self._rerank(req, hits, plan, timings)
-        return out, plan.degraded, plan.notes, timings.get("rerank", 0.0)
-
-    def _rerank(self: Searcher, req: SearchRequest, hits: list[SearchHit], plan: Plan,
-                timings: dict[str, float]) -> list[SearchHit]:
-        """The rerank contract: RESTRICTED text never reaches a model (``_hits`` already left it
-        out); any failure keeps the fused order and says ``rerank_failed``; never raises. A
-        query in a language the reranker does not serve keeps the fused order (a note says so)."""
-        t = time.perf_counter()
-        try:
-            reranker = self.models.reranker()
-        except Exception as e:  # a factory that raises is a failure like any other
-            reranker = None
-            self.models.errors["reranker"] = describe(e)
-        if reranker is None:
-            why = self.models.errors.get("reranker") or "no reranker configured (RAGSPINE_RERANKER=none)"
-            plan.degraded.append(f"rerank_unavailable: {why}")
-            return hits
-        model_id = getattr(reranker, "model_id", None)
-        served = reranker_languages(model_id, self.settings.reranker_languages)
-        lang = query_language(req.query)
-        if "*" not in served and lang not in served:
-            # An English cross-encoder scores Chinese text near-randomly: the fused order is better.
-            plan.notes.append(f"rerank_skipped: query language {lang} is not served by {model_id or 'the reranker'} "
-                              f"(serves {', '.join(served)}; RAGSPINE_RERANKER_LANGUAGES)")
-            return hits
-        head = [h for h in hits if not h.restricted()]
-        if not head:
-            return hits
-        try:
-            scores = list(reranker.score(req.query, [h.text for h in head]))
-            if len(scores) != len(head):
-                raise ValueError(f"reranker returned {len(scores)} scores for {len(head)} candidates")
-            vals = [float(x) for x in scores]
-            if not all(math.isfinite(v) for v in vals):
-                raise ValueError("reranker returned a non-finite score")
-        except Exception as e:
-            logger.warning("rerank failed, fused order kept: %s", describe(e))
-            plan.degraded.append(f"rerank_failed: {describe(e)}; fused order kept")
-            timings["rerank"] = round((time.perf_counter() - t) * 1000, 3)
-            return hits
-        for h, v in zip(head, vals):
-            h.scores["rerank"] = v
-        # Stable: equal rerank scores keep their fused order.
-        order = sorted(range(len(head)), key=lambda i: -vals[i])
-        timings["rerank"] = round((time.perf_counter() - t) * 1000, 3)
-        return [head[i] for i in order]

@@ -107,6 +107,8 @@ class SearchResponse:
     abstained: bool = False
     #: With ``postprocess``: the steps applied.
     postprocess: list[str] | None = None
+    #: The fusion that ranked the hits (per library, then across libraries).
+    fusion: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out = self._base_json()
@@ -126,5 +128,6 @@ class SearchResponse:
             "abstained": self.abstained,
             "timings_ms": self.timings_ms,
             "notes": self.notes,
+            "fusion": self.fusion,
         }
 

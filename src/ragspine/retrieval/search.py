@@ -1,31 +1,39 @@
-"""The query side: validate, run channels per library, fuse with RRF, filter, cite.
+"""The query side: validate, run the channels per library, fuse, borrow from documents and
+neighbours, fuse libraries, cite, rerank.
 
-Everything is ranked at page level: each channel yields pages (the passage channel through
-its best passage per page), channels fuse by RRF, libraries fuse by RRF, and each hit is a
-page with the passage that best answers the query, cited by document, 1-based page, bbox
-and chunk id.
+Everything is ranked at page level. :class:`Searcher` wires components with small interfaces:
 
-:class:`Searcher` is split by reason to change: the request and response types
-(:mod:`~ragspine.retrieval.request`), the query plan (:mod:`~ragspine.retrieval.plan`), the
-channel runs and their fusion (:mod:`~ragspine.retrieval.channels`), and hit assembly - citations,
-the exit filter, rerank (:mod:`~ragspine.retrieval.hits`).
+- the channels (:mod:`~ragspine.retrieval.channels`): a query and a filter in, scored pages out
+  (:class:`~ragspine.retrieval.channel.Channel`); the document channel scores documents;
+- fusion (:mod:`~ragspine.retrieval.fusion`): a function over the channels' outputs, then the
+  document prior and the neighbours' share;
+- hit assembly (:class:`~ragspine.retrieval.hits.HitAssembler`): fused pages in, cited hits out;
+- rerank (:class:`~ragspine.retrieval.rerank.Reranking`).
+
+The request and response types are in :mod:`~ragspine.retrieval.request`, the query plan in
+:mod:`~ragspine.retrieval.plan`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ragspine.catalog import Libraries
+from ragspine.catalog import Libraries, library_models
 from ragspine.config import Settings
 from ragspine.errors import InvalidRequestError
 from ragspine.models.modelset import ModelSet, describe
-from ragspine.retrieval.channels import ChannelRuns
-from ragspine.retrieval.hits import HitAssembly, best_passage
+from ragspine.retrieval.channel import ChannelPages, ChannelQuery
+from ragspine.retrieval.channels import page_channels
+from ragspine.retrieval.channels.documents import DocumentChannel
+from ragspine.retrieval.fusion import Cand, Priors, collect, fuse, fusion_for, with_priors
+from ragspine.retrieval.hits import HitAssembler, best_passage
 from ragspine.retrieval.lexical import LexicalIndex
+from ragspine.retrieval.misses import MissCheck, miss_note
 from ragspine.retrieval.plan import Plan, plan_for
 from ragspine.retrieval.request import (
     CANDIDATE_FACTOR,
@@ -40,6 +48,9 @@ from ragspine.retrieval.request import (
     SearchRequest,
     SearchResponse,
 )
+from ragspine.retrieval.rerank import Reranking
+from ragspine.scoring.bm25 import query_vector
+from ragspine.scoring.fusion import rrf
 from ragspine.store.base import Store
 from ragspine.store.predicates import Predicate, check_types, merge_field_types, parse_filters
 
@@ -49,7 +60,29 @@ __all__ = ["CANDIDATE_FACTOR", "MIN_CANDIDATES", "MODES", "POST_STEPS", "ExpandS
 logger = logging.getLogger(__name__)
 
 
-class Searcher(ChannelRuns, HitAssembly):
+@dataclass
+class Trace:
+    """What one search's channels saw, beyond their pages: the fusions that ranked, whether any
+    BM25 channel found a page, and the dense channel's best similarity (a miss is told by them)."""
+
+    fusions: list[str] = field(default_factory=list)
+    bm25_found: bool = False
+    top_dense: float | None = None
+    #: Libraries whose dense channel ran: their active versions and models (the miss background).
+    dense_libraries: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    def note(self, outputs: list[ChannelPages], library: str, active: Any, lm: Any) -> None:
+        for o in outputs:
+            if o.name in ("bm25", "bm25_page") and o.pages:
+                self.bm25_found = True
+            if o.name == "dense":
+                self.dense_libraries[library] = (active, lm)
+                if o.pages:
+                    top = max(p.score for p in o.pages)
+                    self.top_dense = top if self.top_dense is None else max(self.top_dense, top)
+
+
+class Searcher:
     def __init__(self, settings: Settings, store: Store, libraries: Libraries, models: ModelSet | None = None,
                  lexical: LexicalIndex | None = None) -> None:
         self.settings = settings
@@ -58,6 +91,10 @@ class Searcher(ChannelRuns, HitAssembly):
         self.models = models if models is not None else ModelSet.none()
         #: In-memory BM25 (RAGSPINE_LEXICAL_INDEX=memory); None: the store's sparse search.
         self.lexical = lexical
+        self.documents = DocumentChannel(libraries)
+        self.assembler = HitAssembler(settings, store, lexical)
+        self.reranking = Reranking(settings, self.models)
+        self.misses = MissCheck(store)
 
     def validate(self, req: SearchRequest) -> tuple[list[Predicate], dict[str, str]]:
         s = self.settings
@@ -89,12 +126,19 @@ class Searcher(ChannelRuns, HitAssembly):
         plan = self._plan(req)
         timings: dict[str, float] = {}
         queries = self._encode_query(req, plan, timings)
-        hits = self._search(req, preds, plan, queries, timings)
+        trace = Trace()
+        hits = self._search(req, preds, plan, queries, timings, trace)
         relaxed = False
         if not hits and preds and req.allow_unfiltered_fallback:
-            hits = self._search(req, [], plan, queries, timings)
+            trace = Trace()
+            hits = self._search(req, [], plan, queries, timings, trace)
             relaxed = True
             plan.degraded.append("filters_relaxed: no hit matched the filters; showing unfiltered results")
+        if hits and self.settings.miss_check and trace.dense_libraries and not trace.bm25_found:
+            note = self._miss(trace, queries)
+            if note is not None:
+                hits = []
+                plan.notes.append(note)
         timings["total"] = round((time.perf_counter() - t0) * 1000, 3)
         if self.lexical is not None and plan.mode != "vector":
             for lib in req.libraries:
@@ -112,7 +156,129 @@ class Searcher(ChannelRuns, HitAssembly):
             filters_relaxed=relaxed,
             timings_ms=timings,
             notes=plan.notes,
+            fusion="; ".join(dict.fromkeys(trace.fusions)),
         )
+
+    def rerank(self, query: str, hits: list[SearchHit]) -> tuple[list[SearchHit], list[str], list[str], float]:
+        """Rerank hits found elsewhere (the query chain's fused variants) with ``query``:
+        ``(hits, degraded reasons, notes, ms)``, under the same contract as ``rerank: true``."""
+        return self.reranking.rerank(query, hits)
+
+    def _search(self, req: SearchRequest, preds: list[Predicate], plan: Plan, queries: dict[str, Any],
+                timings: dict[str, float], trace: Trace) -> list[SearchHit]:
+        s = self.settings
+        fusions = trace.fusions
+        priors = Priors.of(s)
+        qv = query_vector(req.query, counts=s.bm25_query_counts, drop_question_words=s.bm25_drop_question_words)
+        limit = min(max(MIN_CANDIDATES, CANDIDATE_FACTOR * req.top_k), 4 * s.max_top_k)
+        depth = max(req.top_k, s.rerank_depth) if req.rerank else req.top_k
+        lexical_only = not plan.visual and not plan.dense and plan.mode != "vector"
+        cands: dict[PageKey, Cand] = {}
+        per_lib: list[list[PageKey]] = []
+        visual_ran = False
+        t = time.perf_counter()
+        for lib in req.libraries:
+            active = self.libraries.active_versions(lib)
+            ranking: list[tuple[PageKey, float]] | None = None
+            if self.lexical is not None and lexical_only:
+                ranking, fusion = self._lexical_ranking(lib, qv, preds, limit, depth, priors, cands)
+            if ranking is None:
+                rec = self.libraries.get(lib)
+                lm = library_models(rec, self.models)
+                self._note_missing_pages(req, plan, lib, lm, queries)
+                fusion = fusion_for(s, plan, dense_ready="dense" in queries and lm.dense is not None,
+                                    visual_ready="visual" in queries and lm.page is not None,
+                                    has_terms=bool(qv.indices))
+                q = ChannelQuery(text=req.query, library=lib, predicates=tuple(preds), limit=limit, depth=depth,
+                                 bm25=qv, vectors=queries, models=lm, active=active)
+                outputs: list[ChannelPages] = [ch.rank(q) for ch in page_channels(self.store, self.lexical, s, rec)
+                                               if ch.name in fusion.weights]
+                visual_ran = visual_ran or "visual" in fusion.weights
+                trace.note(outputs, lib, active, lm)
+                collect(outputs, cands)
+                ranking = fuse(outputs, fusion, cands)
+            named = self.documents.scores(lib, req.query, active) if priors.document_weight > 0 else {}
+            ranking = with_priors(ranking, named, priors, cands)
+            for key, score in ranking:
+                cands[key].scores["fused"] = score
+            fusions.append(" + ".join(x for x in (fusion.describe(), priors.describe()) if x))
+            per_lib.append([key for key, _ in ranking])
+        timings["channels"] = round((time.perf_counter() - t) * 1000, 3)
+        if plan.mode == "hybrid" and plan.visual and not visual_ran and not plan.dense:
+            plan.mode = "economy"  # no library had page vectors to search: say what ran
+        if len(per_lib) == 1:
+            order = per_lib[0]
+        else:
+            fused_all = rrf(per_lib, k=s.rrf_k)
+            order = [key for key, _ in fused_all]
+            for key, score in fused_all:
+                cands[key].scores["fused"] = score
+            fusions.append(f"libraries: rrf(k={s.rrf_k})")
+        if not order and plan.mode == "vector":
+            return self._vector_fallback(req, preds, plan, queries, timings, trace)
+        head = self.assembler.hits(req, order[:depth], cands, timings)
+        if req.rerank:
+            head = self.reranking.apply(req, head, plan, timings)
+        return head[: req.top_k]
+
+    def _lexical_ranking(self, lib: str, qv: Any, preds: list[Predicate], limit: int, depth: int, priors: Priors,
+                         cands: dict[PageKey, Cand]) -> tuple[list[tuple[PageKey, float]] | None, Any]:
+        """A BM25-only plan's ranking from the in-memory index (:meth:`LexicalIndex.rank_pages`,
+        the ranking the BM25 channels and fusion build, in numpy), or ``None`` when it cannot
+        answer now (being built, over its memory bound, a filter it cannot evaluate): the
+        channels then run against the store. With a prior the whole candidate list is kept,
+        so that the prior can lift pages from below the answer's depth."""
+        from ragspine.retrieval.fusion import Fusion
+
+        assert self.lexical is not None
+        s = self.settings
+        chunk_weight = s.passage_weight(alone=True)
+        keep = limit if (priors.document_weight > 0 or priors.neighbour_weight > 0) else depth
+        ranked = self.lexical.rank_pages(lib, qv, preds, limit, chunk_weight=chunk_weight,
+                                         page_weight=s.bm25_page_weight, rrf_k=s.rrf_k, depth=keep)
+        weights = {"bm25": chunk_weight, **({"bm25_page": s.bm25_page_weight} if s.bm25_page_weight > 0 else {})}
+        fusion = Fusion("rrf", weights, s.rrf_k)
+        if ranked is None:
+            return None, fusion
+        out: list[tuple[PageKey, float]] = []
+        for r in ranked:
+            key = (lib, r.doc_id, r.page)
+            scores: dict[str, float | None] = {}
+            if r.bm25 is not None:
+                scores["bm25"] = r.bm25
+            if r.bm25_page is not None:
+                scores["bm25_page"] = r.bm25_page
+            cands[key] = Cand(chunk_id=r.chunk_point, page_id=r.page_point, scores=scores)
+            out.append((key, r.fused))
+        return out, fusion
+
+    def _note_missing_pages(self, req: SearchRequest, plan: Plan, lib: str, lm: Any, queries: dict[str, Any]) -> None:
+        if plan.visual and "visual" in queries and lm.page is None:
+            why = lm.page_missing or "it was created without a page model"
+            reason = f"visual_unavailable: library '{lib}' has no usable page vectors ({why})"
+            if req.mode in ("vector", "hybrid") and reason not in plan.degraded:
+                plan.degraded.append(reason)
+
+    def _vector_fallback(self, req: SearchRequest, preds: list[Predicate], plan: Plan, queries: dict[str, Any],
+                         timings: dict[str, float], trace: Trace) -> list[SearchHit]:
+        """Mode ``vector`` whose libraries have no usable page vectors: the CPU path, degraded."""
+        if not any(r.startswith("visual_unavailable") for r in plan.degraded):
+            return []
+        plan.mode = "economy"
+        queries = {**queries, **self._encode_dense(req, plan, timings)}
+        trace.__init__()  # type: ignore[misc]
+        return self._search(req, preds, plan, queries, timings, trace)
+
+    def _miss(self, trace: Trace, queries: dict[str, Any]) -> str | None:
+        """The ``miss:`` note when no BM25 term matched and the best dense similarity does not
+        stand out from any searched library's background (:mod:`~ragspine.retrieval.misses`)."""
+        s = self.settings
+        backgrounds = {}
+        for lib, (active, lm) in trace.dense_libraries.items():
+            bg = self.misses.background(lib, active, lm.dense)
+            if bg is not None:
+                backgrounds[lib] = bg
+        return miss_note(trace.top_dense, backgrounds, s.miss_margin, s.miss_stds)
 
     def _encode_query(self, req: SearchRequest, plan: Plan, timings: dict[str, float]) -> dict[str, Any]:
         """Query vectors of the model channels; a model that fails drops its channel (degraded)."""

@@ -13,7 +13,8 @@ Chinese question words are removed as phrases from the text before it is tokenis
 bigram spans the gap they leave ("是什么" -> "是"). Single characters that also start names
 or common words (几: 几内亚, 几何; 何: a surname) are kept unless they are part of a listed
 phrase. English ones are dropped as whole tokens. A query made of question words only keeps
-them all: a query is never emptied.
+them all: a query is never emptied. A period written as one token ("FY2018", "FY18") also
+searches its year ("2018").
 """
 
 from __future__ import annotations
@@ -34,14 +35,29 @@ QUESTION_PHRASES_ZH: tuple[str, ...] = tuple(
 QUESTION_WORDS_EN: frozenset[str] = frozenset("what which who whom whose why how".split())
 
 _ZH_RE = re.compile("|".join(re.escape(p) for p in sorted(QUESTION_PHRASES_ZH, key=len, reverse=True)))
+#: A fiscal or calendar period written as one token ("fy2018", "fy18", "q3", "2018q3" is left
+#: alone): financial questions write "FY2018" where the filing's pages say "2018" or "fiscal 2018",
+#: and the tokenizer keeps letters and digits together, so the query also searches the year.
+_PERIOD_RE = re.compile(r"^(?:fy|cy)(\d{2}|\d{4})$")
+
+
+def _with_years(tokens: list[str]) -> list[str]:
+    out: list[str] = []
+    for t in tokens:
+        out.append(t)
+        m = _PERIOD_RE.match(t)
+        if m:
+            year = m.group(1)
+            out.append(year if len(year) == 4 else f"20{year}")
+    return out
 
 
 def query_tokens(text: str, *, drop_question_words: bool = True) -> list[str]:
     """BM25 tokens of the query ``text``; with ``drop_question_words`` (the default) its
     question words are left out, unless nothing else would be left."""
     if not drop_question_words:
-        return tokenize(text)
+        return _with_years(tokenize(text))
     # NFKC first, as tokenize() does, so a full-width or compatibility form of a phrase matches.
     stripped = _ZH_RE.sub(" ", unicodedata.normalize("NFKC", text))
     kept = [t for t in tokenize(stripped) if t not in QUESTION_WORDS_EN]
-    return kept or tokenize(text)
+    return _with_years(kept or tokenize(text))

@@ -97,7 +97,7 @@ def read_pixels(row: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any
     out = {**row, "ocr_json": "{}", "error": ""}
     try:
         parsed = open_pdf(Path(row["path"]).read_bytes(), max_pages=s.max_pages,
-                          max_page_side_pt=s.max_page_side_pt, max_image_pixels=s.max_image_pixels)
+                          max_page_side_pt=s.max_page_side_pt, max_image_pixels=s.max_image_pixels, tables=s.tables)
     except Exception as e:  # the writer reports it through the engine's own error
         return {**out, "error": describe(e)}
     try:
@@ -127,7 +127,7 @@ def render_pages(row: dict[str, Any], overrides: dict[str, Any]) -> list[dict[st
     try:
         meta = parse_metadata(json.loads(row["meta"]))
         parsed = open_pdf(Path(row["path"]).read_bytes(), max_pages=s.max_pages,
-                          max_page_side_pt=s.max_page_side_pt, max_image_pixels=s.max_image_pixels)
+                          max_page_side_pt=s.max_page_side_pt, max_image_pixels=s.max_image_pixels, tables=s.tables)
     except Exception as e:  # the writer reports it through the engine's own error
         return [{**base, "error": describe(e)}]
     try:

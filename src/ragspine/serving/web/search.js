@@ -15,7 +15,7 @@ import { openViewer } from "./viewer.js";
 /** Channel names as shown next to their scores. */
 const CHANNEL_LABELS = {
   bm25: "BM25 passage", bm25_page: "BM25 page", dense: "dense", visual: "visual",
-  fused: "fused (RRF)", rerank: "rerank",
+  document: "document", fused: "fused", rerank: "rerank",
 };
 
 function setResultsState(s) { $("results").dataset.state = s; }
@@ -73,6 +73,11 @@ function renderResults(res, req) {
   }
   const took = res.timings_ms && typeof res.timings_ms.total === "number" ? ` · ${Math.round(res.timings_ms.total)} ms` : "";
   $("summary").textContent = `${hits.length} result${hits.length === 1 ? "" : "s"} for “${req.query}” · mode ${res.mode}${took}`;
+  // The fusion that ranked the hits, as the answer names it (rrf(k=60; ...), convex(...), + document prior).
+  $("summary").title = res.fusion ? `ranked by ${res.fusion}` : "";
+  $("summary").dataset.fusion = res.fusion || "";
+  const ranked = $("ranked-by");
+  if (ranked) ranked.textContent = res.fusion ? `ranked by ${res.fusion}` : "";
   $("toolbar").hidden = false;
   const box = $("results");
   if (!hits.length) {
@@ -85,6 +90,9 @@ function renderResults(res, req) {
     } else {
       tips.push(el("p", {}, "Try other words, another mode, or another library."));
     }
+    // A miss says why: no query word occurs in the library and no meaning match stood out.
+    const miss = (res.notes || []).find((n) => String(n).startsWith("miss:"));
+    if (miss) tips.unshift(el("p", { class: "miss-note", text: String(miss).slice(5).trim() }));
     box.replaceChildren(el("div", { class: "empty" }, el("h2", { text: "No results" }),
       el("p", {}, `Nothing in ${req.libraries.join(", ")} matches “${req.query}”${req.filters.length ? " with these filters" : ""}.`), tips));
     setResultsState("empty");
@@ -103,7 +111,8 @@ export function scoreList(scores) {
 function hitCard(h, i, terms) {
   const doc = state.docs.get(docKey(h.library_id, h.doc_id));
   const meta = h.metadata || {};
-  const badges = ["entity", "period", "language"].filter((k) => meta[k] !== undefined && meta[k] !== null)
+  const badges = ["entity", "issuer", "period", "doc_type", "language"].filter((k) => meta[k] !== undefined && meta[k] !== null)
+    .filter((k, _, all) => k !== "issuer" || !all.includes("entity") || meta.issuer !== meta.entity)
     .map((k) => el("span", { class: "badge", text: String(meta[k]) }));
   if (doc && (doc.ocr === "pending" || doc.ocr === "failed")) {
     badges.push(el("span", { class: "badge ocr-badge", dataset: { ocr: doc.ocr },
