@@ -125,6 +125,8 @@ def test_english_search_shows_pages_with_cited_regions(web: Watched) -> None:
     assert first.locator(".page-no").inner_text().startswith(f"page {answer['hits'][0]['page']}")
     channels = first.locator(".score").evaluate_all("els => els.map(e => e.dataset.channel)")
     assert {"bm25_page", "fused"} <= set(channels)
+    # The answer names the fusion that ranked it, and the page shows that name.
+    assert answer["fusion"] and page.inner_text("#ranked-by") == f"ranked by {answer['fusion']}"
     assert {m.lower() for m in marks(page)} >= {"acme", "robotics", "revenue", "2023"}
     web.shot("01-search-english")
 

@@ -69,10 +69,10 @@ DEFAULT_DENSE_WEIGHT = 0.75
 
 #: The document prior: ``(1 - w) * page + w * document`` after fusion (retrieval/fusion.py), for
 #: the documents a question names (retrieval/channels/documents.py).
-DEFAULT_DOCUMENT_PRIOR_WEIGHT = 0.0
+DEFAULT_DOCUMENT_PRIOR_WEIGHT = 0.3
 #: A page's share of its better-ranked neighbour's score.
 DEFAULT_NEIGHBOUR_WEIGHT = 0.0
 #: A miss (retrieval/misses.py): the best dense similarity must exceed the made-up-word probes'
 #: mean by this margin plus this many of their standard deviations to stand out.
-DEFAULT_MISS_MARGIN = 0.02
+DEFAULT_MISS_MARGIN = 0.03
 DEFAULT_MISS_STDS = 2.0

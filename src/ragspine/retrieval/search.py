@@ -51,6 +51,7 @@ from ragspine.retrieval.request import (
 from ragspine.retrieval.rerank import Reranking
 from ragspine.scoring.bm25 import query_vector
 from ragspine.scoring.fusion import rrf
+from ragspine.scoring.tokenizer import query_language
 from ragspine.store.base import Store
 from ragspine.store.predicates import Predicate, check_types, merge_field_types, parse_filters
 
@@ -135,7 +136,7 @@ class Searcher:
             relaxed = True
             plan.degraded.append("filters_relaxed: no hit matched the filters; showing unfiltered results")
         if hits and self.settings.miss_check and trace.dense_libraries and not trace.bm25_found:
-            note = self._miss(trace, queries)
+            note = self._miss(req, trace)
             if note is not None:
                 hits = []
                 plan.notes.append(note)
@@ -269,12 +270,18 @@ class Searcher:
         trace.__init__()  # type: ignore[misc]
         return self._search(req, preds, plan, queries, timings, trace)
 
-    def _miss(self, trace: Trace, queries: dict[str, Any]) -> str | None:
+    def _miss(self, req: SearchRequest, trace: Trace) -> str | None:
         """The ``miss:`` note when no BM25 term matched and the best dense similarity does not
-        stand out from any searched library's background (:mod:`~ragspine.retrieval.misses`)."""
+        stand out from any searched library's background (:mod:`~ragspine.retrieval.misses`).
+        A library whose documents are all in another script than the query (a Chinese question
+        over English reports) cannot call a miss: no BM25 term could have matched there."""
         s = self.settings
+        lang = query_language(req.query)
         backgrounds = {}
         for lib, (active, lm) in trace.dense_libraries.items():
+            scripts = self.documents.scripts(lib, active)
+            if scripts and lang not in scripts:
+                return None
             bg = self.misses.background(lib, active, lm.dense)
             if bg is not None:
                 backgrounds[lib] = bg
