@@ -274,10 +274,10 @@ def read_table(parts: Sequence[tuple[str, BBox]]) -> PageTable | None:
     label column is what stands left of the first of them. Other phrases over the value columns
     (header words, "n/a") go to the column they overlap most. Currency signs are dropped. Gives
     ``None`` without :data:`MIN_VALUE_ROWS` rows holding a label and a value."""
-    parts = [(_strip_currency(t), b) for t, b in parts if _strip_currency(t)]
-    values = sorted((b[0], b[2]) for t, b in parts if is_value(t))
+    parts = [(t, b) for t, b in ((_strip_currency(t), b) for t, b in parts) if t]
+    numeric = {t for t, _b in parts if is_value(t)}  # the phrases that are values, by text
     cols: list[list[float]] = []
-    for x0, x1 in values:
+    for x0, x1 in sorted((b[0], b[2]) for t, b in parts if t in numeric):
         if cols and x0 <= cols[-1][1]:
             cols[-1][1] = max(cols[-1][1], x1)
         else:
@@ -285,30 +285,36 @@ def read_table(parts: Sequence[tuple[str, BBox]]) -> PageTable | None:
     if not cols:
         return None
     left = cols[0][0]
+    mids = [(c0 + c1) / 2 for c0, c1 in cols]
     bands = _bands(parts)
     # Where the label column starts: at the latest by the label nearest the values in each row
     # that has values (less an indent). What stands further left is another text column beside
     # the table (prose of a two-column page), not part of it: it stays a text block.
     line_h = sorted(b.height for b in bands)[len(bands) // 2]
-    nearest = [max(b[0] for t, b in band.lines if b[0] < left - 1 and not is_value(t))
-               for band in bands
-               if any(is_value(t) for t, _b in band.lines) and any(b[0] < left - 1 and not is_value(t)
-                                                                  for t, b in band.lines)]
+    nearest = []
+    for band in bands:
+        texts = [b[0] for t, b in band.lines if t not in numeric and b[0] < left - 1]
+        if texts and any(t in numeric for t, _b in band.lines):
+            nearest.append(max(texts))
     # Labels start there (or indented a little); text starting further right, short of the
     # values, is a column header over them ("January 28, 2023" is wider than "1,874").
     label_left = min(nearest) - LABEL_INDENT_LINES * line_h if nearest else float("-inf")
-    label_right = max(nearest) + line_h if nearest else left
+    label_end = min(left - 1, max(nearest) + line_h if nearest else left)
     rows: list[_Row] = []
     for band in bands:
-        kept = [(t, b) for t, b in band.lines if b[0] >= label_left or is_value(t)]
-        label = [(t, b) for t, b in sorted(kept, key=lambda tb: tb[1][0])
-                 if b[0] < min(left - 1, label_right) and not is_value(t)]
+        label: list[tuple[str, BBox]] = []
         cells: dict[int, list[tuple[str, BBox]]] = {}
-        for t, b in kept:
-            if (t, b) in label:
+        for t, b in sorted(band.lines, key=lambda tb: tb[1][0]):
+            value = t in numeric
+            if not value and b[0] < label_left:
                 continue
-            overlap = [min(b[2], c1) - max(b[0], c0) for c0, c1 in cols]
-            j = max(range(len(cols)), key=lambda k: (overlap[k], -abs((b[0] + b[2]) / 2 - sum(cols[k]) / 2)))
+            if not value and b[0] < label_end:
+                label.append((t, b))
+                continue
+            # The column it overlaps most; on a tie, the one whose middle is nearest its own.
+            mid = (b[0] + b[2]) / 2
+            j = max(range(len(cols)), key=lambda k: (min(b[2], cols[k][1]) - max(b[0], cols[k][0]),
+                                                     -abs(mid - mids[k])))
             cells.setdefault(j + 1, []).append((t, b))
         for ps in cells.values():
             ps.sort(key=lambda tb: (tb[1][1], tb[1][0]))
