@@ -276,10 +276,9 @@ FILING_PHRASES = [
     "restricted-stock awards",
     "Cash – restricted",  # lower case after a separator: a caption, not a label
 ]
-#: The same in capitals: the marker as configured, but beside a word of its own case that is
-#: not label vocabulary (the noun it modifies, or the word it continues).
+#: The same in capitals: the marker as configured, followed by a word of its own case that is
+#: not label vocabulary (the noun it modifies).
 FILING_PHRASES_UPPER = [
-    "EQUIVALENTS, INCLUDING RESTRICTED",
     "RESTRICTED STOCK UNITS",
     "RESTRICTED CASH",
     "CASH, CASH EQUIVALENTS AND RESTRICTED CASH",
@@ -367,7 +366,13 @@ def test_negated_marker_is_not_a_label(text: str) -> None:
     [
         ("RESTRICTED Stock", True),  # capitals beside a word of another case stand apart
         ("RESTRICTED STOCK", False),  # beside a word of its own case: a phrase
-        ("STOCK RESTRICTED", False),
+        # In capitals only the word after the marker can make it a phrase: what stands before it
+        # leaves it a label (leaking is worse than dropping), unless it negates it.
+        ("STOCK RESTRICTED", True),
+        ("ACME CORP RESTRICTED", True),
+        ("EQUIVALENTS, INCLUDING RESTRICTED", True),  # a cash-flow caption in capitals drops: accepted
+        ("DISTRIBUTION RESTRICTED TO NAMED RECIPIENTS", True),  # a preposition after it: a notice
+        ("ACCESS RESTRICTED FOR CONTRACTORS", True),
         ("DISTRIBUTION RESTRICTED", True),  # beside label vocabulary
         ("RESTRICTED-EXTERNAL", True),
         ("RESTRICTED-STOCK", False),  # a hyphen joins like a space

@@ -125,6 +125,10 @@ _ZH_VOCABULARY = re.compile("|".join(map(re.escape, LABEL_VOCABULARY_ZH)))
 #: the run of CJK characters that touches it.
 _NEXT_WORD = re.compile(rf"[\s\-‐‑]*([A-Za-z]+|[{_CJK}]+)")
 _PREV_WORD = re.compile(rf"([A-Za-z]+|[{_CJK}]+)[\s\-‐‑]*\Z")
+#: Words after a marker that leave it a notice rather than an adjective ("RESTRICTED TO STAFF").
+_PREPOSITIONS = frozenset("to for from by without under until except within outside".split())
+#: Words before a marker that say it does not apply.
+_NEGATIONS = frozenset("not no non un".split())
 
 
 def _marker_pattern(markers: Iterable[str], flags: int = 0) -> re.Pattern[str]:
@@ -207,10 +211,11 @@ class PagePolicy:
         3. written capitalised, upper-case or in CJK, the rest of its part of the line (between
            separators, see ``_PART_SEP``) is label vocabulary: "Acme Corp – Restricted",
            "本报告内容受限，仅供内部参考使用";
-        4. written as configured (case-sensitive), each word directly beside it (across spaces
-           and hyphens; for CJK the run of CJK characters that touches it) is label vocabulary
-           or of another case or script: "Distribution RESTRICTED. This document…", "ACME
-           Corp RESTRICTED", but not "RESTRICTED STOCK UNITS" nor "使用受限".
+        4. written as configured (case-sensitive), the word directly after it (across spaces
+           and hyphens) is label vocabulary, a preposition, or of another case or script - for
+           CJK the runs of CJK characters touching it on both sides: "Distribution RESTRICTED.
+           This document…", "ACME CORP RESTRICTED", "DISTRIBUTION RESTRICTED TO NAMED
+           RECIPIENTS", but not "RESTRICTED STOCK UNITS" nor "使用受限".
 
         With ``stamp`` (an OCR line outside the bands) the line must be at most
         :data:`LABEL_MAX_CHARS` long, and rules 2 to 4 count only the marker as configured."""
@@ -249,7 +254,18 @@ class PagePolicy:
     @staticmethod
     def _set_apart(text: str, s: int, e: int) -> bool:
         kind = _case(text[s:e])
-        beside = [_NEXT_WORD.match(text, e), _PREV_WORD.search(text, 0, s)]
+        if kind == "cjk":  # no spaces: the run of characters on either side joins it ("使用受限")
+            beside = [_NEXT_WORD.match(text, e), _PREV_WORD.search(text, 0, s)]
+        else:
+            # An English adjective precedes its noun ("RESTRICTED STOCK"): only the word after the
+            # marker can make it a phrase, and a preposition there does not ("DISTRIBUTION
+            # RESTRICTED TO NAMED RECIPIENTS"). Whatever stands before it ("ACME CORP
+            # RESTRICTED") leaves it a label: leaking is worse than dropping.
+            prev = _PREV_WORD.search(text, 0, s)
+            if prev is not None and prev.group(1).casefold() in _NEGATIONS:  # "NOT RESTRICTED"
+                return False
+            nxt = _NEXT_WORD.match(text, e)
+            beside = [nxt] if nxt is not None and nxt.group(1).casefold() not in _PREPOSITIONS else []
         return not any(
             w is not None and _case(w.group(1)) == kind and not label_words_only(w.group(1)) for w in beside
         )
