@@ -241,6 +241,7 @@ def test_no_canary_term_in_any_sparse_vector(loaded) -> None:
     engine = loaded[0]
     indices = all_sparse_indices(engine.store, LIB)
     public_ids = {token_id(t) for p in PUBLIC_PAGES.values() for t in tokenize(p)}
+    public_ids |= {token_id(t) for t in tokenize(MIXED_META["title"])}  # the passages' context
     assert public_ids <= indices  # the read-back works
     canary_ids = {token_id(c) for c in ASCII_CANARIES}
     canary_ids |= {token_id(C_CJK[i : i + 2]) for i in range(len(C_CJK) - 1)}  # its bigrams
@@ -254,8 +255,9 @@ def test_bm25_statistics_count_public_pages_only(loaded) -> None:
     engine = loaded[0]
     rec = engine.libraries.get(LIB)
     n_tokens = sum(len(re.findall(r"[a-z0-9]+", t.lower())) for t in PUBLIC_PAGES.values())
-    for name in (SPARSE_CHUNK, SPARSE_PAGE):
-        assert (rec.stats[name].count, rec.stats[name].tokens) == (2, n_tokens), name
+    assert (rec.stats[SPARSE_PAGE].count, rec.stats[SPARSE_PAGE].tokens) == (2, n_tokens)
+    # Each of the two passages is indexed with its context, the document's title "Mixed report".
+    assert (rec.stats[SPARSE_CHUNK].count, rec.stats[SPARSE_CHUNK].tokens) == (2, n_tokens + 2 * 2)
     # IDF and lengths: "harbour" is on every page, RESTRICTED ones included; its scores must be
     # those of a corpus of the two public pages.
     want = exact_bm25(PUBLIC_PAGES, "harbour terminal")

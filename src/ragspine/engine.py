@@ -454,4 +454,5 @@ def public_entry(e: dict[str, Any]) -> dict[str, Any]:
         "ocr": e.get("ocr", "none"),  # none | pending | done | failed (ragspine.indexing.ocr_phase)
         "ocr_pending_pages": e.get("ocr_pending_pages", []),
         "dense": e.get("dense", "none"),  # none | pending | done (ragspine.indexing.dense_phase)
+        "profile": e.get("profile"),  # title, issuer, period, ... (ragspine.indexing.profile)
     }

@@ -136,7 +136,8 @@ def test_ingest_result_counts(ingested, data_dir: Path) -> None:
     assert doc["title"] == "Annual report"  # the caller's title wins over the PDF's
     assert doc["version"] == 1 and doc["page_numbers"] == [1, 2, 3, 4, 5]
     assert doc["pages_total"] == 5 and doc["pages_indexed"] == 5 and doc["chunks"] == 6
-    assert doc["metadata"] == {"title": "Annual report", "entity": "Harbour Co", "period": 2023}
+    # doc_type: derived from page 1's "Annual Report 2023" (ragspine.indexing.profile), set by no caller.
+    assert doc["metadata"] == {"title": "Annual report", "entity": "Harbour Co", "period": 2023, "doc_type": "annual_report"}
     assert doc["filename"] == "report.pdf"
     assert [d["doc_id"] for d in engine.documents(LIB)] == [DOC]
 

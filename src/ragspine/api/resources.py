@@ -84,6 +84,37 @@ class DenseAdded(Reply):
     seconds: float
 
 
+class OutlineEntry(Reply):
+    """A section of a document: its heading, its level (1 = top) and the pages it spans."""
+
+    title: str
+    level: int = Field(ge=1)
+    #: 1-based physical page where the section starts, and its last page.
+    page: int = Field(ge=1)
+    end_page: int = Field(ge=1)
+
+
+class DocumentProfile(Reply):
+    """The document as a whole, derived at ingest from its kept pages, PDF metadata and outline,
+    and file name; the caller's metadata wins. ``sources`` says where each field came from."""
+
+    title: str | None = None
+    #: The company or organisation that issued it (the caller's ``entity``, when given).
+    issuer: str | None = None
+    #: ``FY2018``, ``2018-Q3``, ``2016-06-08``, ``2018``, or the caller's own.
+    period: str | None = None
+    fiscal_year: int | None = None
+    #: 10-K, 10-Q, 8-K, annual_report, earnings_release, statistical_bulletin, research_paper,
+    #: slides, manual, brochure, report.
+    doc_type: str | None = None
+    language: str | None = None
+    outline: list[OutlineEntry] = Field(default_factory=list)
+    #: field -> user | pdf_metadata | outline | headings | filename | first_pages | running_header | page_text
+    sources: dict[str, str] = Field(default_factory=dict)
+    #: Other names of the issuer found in the document (file name, cover, running header).
+    aliases: list[str] = Field(default_factory=list)
+
+
 class Document(Reply):
     doc_id: str
     title: str | None = None
@@ -103,6 +134,8 @@ class Document(Reply):
     ocr_pending_pages: list[int] = Field(default_factory=list)
     #: ``pending``: searchable by its words, its passages' dense vectors still being encoded.
     dense: DenseState = "none"
+    #: None for a document indexed before profiles existed (its next ingest derives one).
+    profile: DocumentProfile | None = None
 
 
 class Passage(Reply):

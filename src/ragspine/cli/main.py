@@ -276,6 +276,12 @@ def cmd_libraries(args: argparse.Namespace) -> int:
             up = engine.upgrade_library(args.upgrade)
             print(f"library '{up.library}' is in format {up.target}" if not up.steps else
                   f"library '{up.library}': format {up.source} -> {up.target} ({'; '.join(up.steps)})")
+        elif args.documents:
+            docs = engine.documents(args.documents)
+            if not docs:
+                print(f"library '{args.documents}' has no documents")
+            for line in document_lines(docs):
+                print(line)
         elif args.add_dense:
             from tqdm import tqdm
 
@@ -316,6 +322,18 @@ def cmd_libraries(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     return 0
+
+
+def document_lines(docs: list[dict[str, Any]]) -> list[str]:
+    """One tab-separated line per document: id, pages indexed, title, issuer, period, kind (from
+    its profile; ``-`` where it has none, as a document indexed before profiles existed)."""
+    out = []
+    for d in docs:
+        p = d.get("profile") or {}
+        cells = [d["doc_id"], f"{d.get('pages_indexed') or 0} pages", p.get("title") or d.get("title"),
+                 p.get("issuer"), p.get("period"), p.get("doc_type")]
+        out.append("\t".join(str(c) if c not in (None, "") else "-" for c in cells))
+    return out
 
 
 # -- parser ------------------------------------------------------------------------------------
@@ -432,6 +450,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--add-dense", metavar="NAME",
                    help="give a library built without dense vectors those of RAGSPINE_DENSE_MODEL, from its "
                         "stored passage text (no PDF is parsed again; ingests into it wait meanwhile)")
+    g.add_argument("--documents", metavar="NAME",
+                   help="list a library's documents: id, pages, title, issuer, period and kind (from each "
+                        "document's profile)")
     s.set_defaults(func=cmd_libraries)
 
     from ragspine.cli.chain import (

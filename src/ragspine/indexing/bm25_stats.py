@@ -15,6 +15,7 @@ from typing import Any
 
 from ragspine.catalog import AVGDL_DRIFT, LengthStats, Libraries
 from ragspine.scoring import BM25Params, document_vector, tokenize
+from ragspine.scoring.indexed_text import payload_text
 from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, Store, Where
 from ragspine.store.predicates import merge_field_types, value_type
 
@@ -96,7 +97,7 @@ class LibraryStatistics:
                 avg = st.avgdl
                 items = []
                 for r in self.store.scroll(library, Where(kind=kind)):
-                    toks = tokenize(r.payload.get("text", ""))
+                    toks = tokenize(payload_text(r.payload))  # context and text, as the ingest weighed them
                     if toks:
                         items.append((r.id, document_vector(toks, avg, self.bm25)))
                 for i in range(0, len(items), UPSERT_BATCH):

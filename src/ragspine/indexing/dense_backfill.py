@@ -28,6 +28,7 @@ from ragspine.catalog import DENSE_CHUNK, identity
 from ragspine.errors import InvalidRequestError, ModelMismatchError
 from ragspine.indexing.dense_phase import fill_version, owed
 from ragspine.policy import CLASSIFICATION, point_restricted
+from ragspine.scoring.indexed_text import CONTEXT_KEY, payload_text
 from ragspine.store.base import KIND_CHUNK, DenseField, Where
 
 if TYPE_CHECKING:
@@ -106,11 +107,11 @@ def _fill(ix: Indexer, library: str, where: Where, model: Any,
           progress: Callable[[int, int], None] | None) -> int:
     # A RESTRICTED point is never written by indexing; one that reached the store another way
     # still never reaches the encoder (it gets no vector, so the dense channel cannot find it).
-    recs = [r for r in ix.store.scroll(library, where, fields=("text", "sensitivity", CLASSIFICATION))
+    recs = [r for r in ix.store.scroll(library, where, fields=("text", CONTEXT_KEY, "sensitivity", CLASSIFICATION))
             if not point_restricted(r.payload)]
     for i in range(0, len(recs), BATCH):
         part = recs[i:i + BATCH]
-        vectors = model.encode([str(r.payload.get("text") or "") for r in part], kind="document")  # (b, dim)
+        vectors = model.encode([payload_text(r.payload) for r in part], kind="document")  # (b, dim); context and text
         ix.libraries.check_lease(library)
         ix.store.update_dense(library, DENSE_CHUNK, [(r.id, v) for r, v in zip(part, vectors)])
         if progress is not None:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ragspine.catalog import DENSE_CHUNK, identity
 from ragspine.errors import ModelMismatchError, ServerStoppingError
 from ragspine.policy import CLASSIFICATION, point_restricted
+from ragspine.scoring.indexed_text import CONTEXT_KEY, payload_text
 from ragspine.store.base import KIND_CHUNK, Where
 
 if TYPE_CHECKING:
@@ -91,9 +92,9 @@ def fill_version(ix: Indexer, library: str, doc_id: str, version: int,
                 f"document '{doc_id}' of library '{library}' owes vectors of {have.get('model')}, and this process "
                 f"does not load that model (it loads {identity(model)['model'] if model is not None else 'none'})")
         recs = [r for r in ix.store.scroll(library, Where(kind=KIND_CHUNK, doc_id=doc_id, version=version),
-                                           fields=("text", "sensitivity", CLASSIFICATION))
+                                           fields=("text", CONTEXT_KEY, "sensitivity", CLASSIFICATION))
                 if not point_restricted(r.payload)]
-        recs.sort(key=lambda r: len(str(r.payload.get("text") or "")))  # steps of like lengths: see BATCH
+        recs.sort(key=lambda r: len(payload_text(r.payload)))  # steps of like lengths: see BATCH
         n = 0
         for i in range(0, len(recs), BATCH):
             if stop():
@@ -107,7 +108,7 @@ def fill_version(ix: Indexer, library: str, doc_id: str, version: int,
             if not part:
                 continue
             before_batch()
-            vectors = model.encode([str(r.payload.get("text") or "") for r in part], kind="document")
+            vectors = model.encode([payload_text(r.payload) for r in part], kind="document")  # context and text
             ix.libraries.check_lease(library)
             ix.store.update_dense(library, DENSE_CHUNK, [(str(r.id), v) for r, v in zip(part, vectors)])
             n += len(part)

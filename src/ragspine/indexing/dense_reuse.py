@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ragspine.catalog import DENSE_CHUNK
+from ragspine.scoring.indexed_text import CONTEXT_KEY, payload_text
 from ragspine.store.base import KIND_CHUNK, Store, Where
 
 #: Passage ids read back per ``retrieve_vectors`` call.
@@ -39,7 +40,7 @@ def _key(text: str) -> bytes:
 
 
 class DenseReuse:
-    """Passage text -> stored dense vector of one version of one document."""
+    """Indexed passage text (context and text) -> stored dense vector of one version of one document."""
 
     def __init__(self, vectors: dict[bytes, np.ndarray] | None = None) -> None:
         self._vectors = vectors or {}
@@ -57,9 +58,11 @@ class DenseReuse:
         """The dense vectors of ``doc_id``'s ``version`` in ``library``, by passage text. Passages
         without a vector (written before the library had a dense model, or a backfill that
         stopped midway) are simply absent, and get encoded."""
-        # Only text is matched: a vector is lent to a passage of the very same text, so it says
-        # nothing that passage's own encoding would not.
-        recs = store.scroll(library, Where(kind=KIND_CHUNK, doc_id=doc_id, version=version), fields=("text",))
+        # Only what was encoded is matched (the passage's context and text: a new title or section
+        # path is a new text): a vector is lent to a passage of the very same indexed text, so it
+        # says nothing that passage's own encoding would not.
+        recs = store.scroll(library, Where(kind=KIND_CHUNK, doc_id=doc_id, version=version),
+                            fields=("text", CONTEXT_KEY))
         vectors: dict[bytes, np.ndarray] = {}
         for i in range(0, len(recs), BATCH):
             part = recs[i:i + BATCH]
@@ -67,7 +70,7 @@ class DenseReuse:
             for r in part:
                 v = got.get(str(r.id))
                 if v is not None:
-                    vectors[_key(str(r.payload.get("text") or ""))] = v
+                    vectors[_key(payload_text(r.payload))] = v
         return cls(vectors)
 
     def encode(self, model: Any, texts: Sequence[str], *, defer: bool = False) -> list[np.ndarray | None]:

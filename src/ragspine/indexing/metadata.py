@@ -1,5 +1,5 @@
 """What a caller says about a document: validated metadata, the filterable fields derived
-from it, and the default document id."""
+from it (and from the document's profile, :func:`with_derived`), and the default document id."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ragspine.errors import InvalidRequestError
 from ragspine.policy import normalize_sensitivity
-from ragspine.store.predicates import FIELD_NAME_RE
+from ragspine.store.predicates import FIELD_NAME_RE, value_type
 
 #: Payload keys the system writes; metadata fields of these names are not filterable metadata.
 _RESERVED = {"doc_id", "page_sensitivity", "page", "kind", "state", "version"}
@@ -68,6 +68,27 @@ class DocumentMetadata(BaseModel):
             if out["sensitivity"] is None:
                 del out["sensitivity"]
         return out
+
+
+#: The caller's field that stands for a derived one (the caller's ``entity`` is the issuer).
+_SAME_AS = {"issuer": ("issuer", "entity")}
+
+
+def with_derived(fields: Mapping[str, Any], derived: Mapping[str, Any],
+                 field_types: Mapping[str, str]) -> dict[str, Any]:
+    """``fields`` (the caller's filterable metadata) with the ``derived`` ones of the document's
+    profile added where the caller set none of that name (nor its alias: ``entity`` for
+    ``issuer``), and where the library's recorded type of the name is the derived value's (a
+    derived ``period`` string never joins a library whose callers gave ``period`` as a number:
+    the field would turn ``mixed`` and lose its range filters)."""
+    out = dict(fields)
+    for k, v in derived.items():
+        if any(a in out for a in _SAME_AS.get(k, (k,))):
+            continue
+        if field_types.get(k, value_type(v)) != value_type(v):
+            continue
+        out[k] = v
+    return out
 
 
 def parse_metadata(raw: Mapping[str, Any] | DocumentMetadata | None) -> DocumentMetadata:

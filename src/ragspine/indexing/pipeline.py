@@ -25,13 +25,15 @@ from ragspine.catalog import Libraries, check_doc_id
 from ragspine.config import Settings
 from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, OversizeError
 from ragspine.indexing.bm25_stats import LibraryStatistics
+from ragspine.indexing.context import HEADING_LINES, MAX_CONTEXT, PAGE_CONTEXT, ContextBuilder
 from ragspine.indexing.dense_backfill import fill_if_added
 from ragspine.indexing.listeners import Listeners
-from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata
+from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata, with_derived
 from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
 from ragspine.indexing.ocr_phase import OPEN_STATES, DeferredOcr, OcrState, PendingSources, Superseded
 from ragspine.indexing.ocr_pool import BACKGROUND, URGENT, OcrProcesses, auto_workers
 from ragspine.indexing.pdf import ParsedPDF, open_pdf
+from ragspine.indexing.profile import PROFILE_VERSION, document_profile
 from ragspine.indexing.render import RenderProcesses
 from ragspine.indexing.results import IngestResult
 from ragspine.indexing.textpage import text_page
@@ -110,6 +112,9 @@ class Indexer:
             "thumb": [s.thumbnail_dpi, s.thumbnail_max_px],
             "ocr": self.ocr.opts.key(),
             "tables": s.tables,
+            # What the document's profile and its passages' context are derived with.
+            "profile": PROFILE_VERSION,
+            "context": [MAX_CONTEXT, PAGE_CONTEXT, HEADING_LINES] if s.passage_context else None,
         }
         return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -261,8 +266,9 @@ class Indexer:
         has no geometry, so the page is a virtual column one unit per text line and zero
         wide: bboxes say which lines a passage covers, and the RESTRICTED marker check reads the
         first and last non-blank lines as the page's header and footer. No thumbnail is
-        rendered. ``title`` (or ``metadata["title"]``) is the title shown in hits; it is not
-        indexed unless it is part of ``text``.
+        rendered. ``title`` (or ``metadata["title"]``) is the title shown in hits and the document
+        profile's; with ``RAGSPINE_PASSAGE_CONTEXT`` it is indexed as each passage's context,
+        except where the passage already holds it (a text that starts with its title).
         """
         t0 = time.perf_counter()
         meta = parse_metadata(metadata)
@@ -341,6 +347,9 @@ class Indexer:
         parsed.pages = kept
         if dropped:
             logger.info("policy dropped %d of %d pages: %s", len(dropped), total, dropped)
+        # The document as a whole, from its kept pages only (ragspine.indexing.profile).
+        profile = document_profile(parsed, filename, meta.fields(), kept)
+        context = ContextBuilder(profile) if self.settings.passage_context else None
 
         key = self.content_key(pdf_sha, meta)
         # Several documents of one library are written at once: each holds the writer lease
@@ -371,7 +380,8 @@ class Indexer:
                 models = writable_models(self, library, rec, doc_id, parsed, kept, page_vectors)
                 old_version = int(prev["active_version"]) if prev and prev.get("active_version") else None
                 version = max(int(prev.get("max_version", 0)) if prev else 0, old_version or 0) + 1
-                fields = meta.fields()
+                # The profile's issuer, period, ... join the caller's fields where the caller set none.
+                fields = with_derived(meta.fields(), profile.derived_fields(), rec.field_types)
                 title = meta.title or parsed.pdf_metadata.get("title") or doc_id
                 base = {
                     "doc_id": doc_id,
@@ -401,7 +411,7 @@ class Indexer:
                 chunk_stats, page_stats, n_chunks, passages, owed_dense = write_version(
                     self, library, rec_stats=rec.stats, parsed=parsed, base=base, classes=classes, version=version,
                     total=total, progress=progress, models=models, page_vectors=page_vectors, replaces=old_version,
-                    defer_dense=defer_dense,
+                    defer_dense=defer_dense, context=context,
                 )
                 dense_state = "pending" if owed_dense else ("done" if models.dense is not None else "none")
                 self._step("written")
@@ -437,6 +447,7 @@ class Indexer:
                     "dense": dense_state,
                     "retiring_version": old_version,
                     "doc_stats": {"chunk": chunk_stats.to_json(), "page": page_stats.to_json()},
+                    "profile": profile.to_json(),
                 }
                 warnings = commit_version(self, library, entry, prev, chunk_stats, page_stats, passages)
         logger.info(

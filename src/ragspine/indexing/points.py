@@ -1,6 +1,10 @@
 """What one kept page becomes in the store: its passages (page-aware chunks, each a span of the
-page text with a box and a text source), their BM25 token lists, and the passage and page
-points with their payloads and vectors."""
+page text with a box, a text source and the context it is indexed with), their BM25 token lists,
+and the passage and page points with their payloads and vectors.
+
+A passage's tokens (and its dense vector) are of its context and its text
+(``ragspine.scoring.indexed_text``); its payload keeps the two apart (``text``, ``context``), so
+citations are the passage's own words."""
 
 from __future__ import annotations
 
@@ -19,9 +23,11 @@ from ragspine.catalog import (
     point_id,
 )
 from ragspine.indexing.chunking import chunk_spans
+from ragspine.indexing.context import ContextBuilder
 from ragspine.indexing.pdf import BBox, PageContent
 from ragspine.policy import CLASSIFICATION
 from ragspine.scoring import BM25Params, document_vector, tokenize
+from ragspine.scoring.indexed_text import CONTEXT_KEY, indexed_text
 from ragspine.store.base import KIND_CHUNK, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, PointData
 
 
@@ -31,6 +37,11 @@ class Passage:
     end: int
     bbox: BBox  # PDF points: the union of the paragraphs it covers (the page without any)
     source: str  # "pdf" (text layer) or "ocr"
+    context: str = ""  # indexed with the text, never cited (ragspine.indexing.context)
+
+    def indexed(self, page: PageContent) -> str:
+        """What BM25 and the dense channel see for this passage."""
+        return indexed_text(page.text[self.start:self.end], self.context)
 
 
 @dataclass(frozen=True)
@@ -39,11 +50,14 @@ class PagePassages:
     passages: list[Passage]
     passage_tokens: list[list[str]]
     page_tokens: list[str]
+    page_context: str = ""
 
 
-def page_passages(page: PageContent, chunk_chars: int, overlap: int) -> PagePassages:
+def page_passages(page: PageContent, chunk_chars: int, overlap: int,
+                  context: ContextBuilder | None = None) -> PagePassages:
     """The page's passages and tokens. Text-layer and OCR paragraphs are chunked apart, so every
-    passage has one source."""
+    passage has one source. ``context``: what each passage (and the page) is indexed with
+    besides its own text (None: nothing)."""
     out: list[Passage] = []
     for src in ("pdf", "ocr"):
         blocks = [b for b in page.blocks if b.source == src]
@@ -53,8 +67,11 @@ def page_passages(page: PageContent, chunk_chars: int, overlap: int) -> PagePass
                 min(b[0] for b in covered), min(b[1] for b in covered),
                 max(b[2] for b in covered), max(b[3] for b in covered),
             ) if covered else (0.0, 0.0, page.width, page.height)
-            out.append(Passage(sp.start, sp.end, bbox, src))
-    return PagePassages(page, out, [tokenize(page.text[p.start:p.end]) for p in out], tokenize(page.text))
+            ctx = context.passage(page, sp.start, sp.end) if context is not None else ""
+            out.append(Passage(sp.start, sp.end, bbox, src, ctx))
+    page_ctx = context.page(page) if context is not None and page.text.strip() else ""
+    return PagePassages(page, out, [tokenize(p.indexed(page)) for p in out],
+                        tokenize(indexed_text(page.text, page_ctx)), page_ctx)
 
 
 def mask_runs(mask: Any) -> list[list[int]]:
@@ -97,12 +114,16 @@ def page_points(
                      "text_source": p.source})
         payload = {**common, "kind": KIND_CHUNK, "chunk_id": chunk_id, "start": p.start, "end": p.end,
                    "bbox": list(p.bbox), "text": page.text[p.start:p.end], "text_source": p.source}
+        if p.context:
+            payload[CONTEXT_KEY] = p.context
         sparse = {SPARSE_CHUNK: document_vector(toks, avgdl[0], bm25)} if toks else {}
         vec = {DENSE_CHUNK: dense[i]} if dense and dense[i] is not None else {}  # None: the dense phase's
         points.append(PointData(point_id(doc_id, version, page.number, i), payload, sparse, vec))
         passages.append({"chunk_id": chunk_id, "page": page.number, "text": payload["text"], "bbox": payload["bbox"]})
     payload = {**common, "kind": KIND_PAGE, "width": page.width, "height": page.height, "text": page.text,
                "chunks": refs}
+    if pp.page_context:
+        payload[CONTEXT_KEY] = pp.page_context
     vectors: dict[str, Any] = {}
     if encoded is not None and models is not None:
         vectors[PAGE_FULL] = encoded.vectors

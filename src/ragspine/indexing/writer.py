@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ragspine.catalog import LengthStats, LibraryModels, library_models
 from ragspine.errors import InvalidRequestError, NoTextError
 from ragspine.indexing.bm25_stats import UPSERT_BATCH
+from ragspine.indexing.context import ContextBuilder
 from ragspine.indexing.dense_reuse import DenseReuse
 from ragspine.indexing.pdf import PageContent, ParsedPDF
 from ragspine.indexing.points import PagePassages, length_stats, page_passages, page_points
@@ -45,9 +46,12 @@ def write_version(
     page_vectors: Mapping[int, Any] | None = None,
     replaces: int | None = None,
     defer_dense: bool = False,
+    context: ContextBuilder | None = None,
 ) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]], int]:
-    """``replaces``: the live version this one will replace, whose dense vectors passages of
-    the same text take instead of being encoded again (:mod:`ragspine.indexing.dense_reuse`).
+    """``context``: what passages and pages are indexed with besides their text
+    (:mod:`ragspine.indexing.context`; None: nothing). ``replaces``: the live version this one
+    will replace, whose dense vectors passages of the same context and text take instead of being
+    encoded again (:mod:`ragspine.indexing.dense_reuse`).
     ``defer_dense``: the other passages are written without one, for the dense phase
     (:mod:`ragspine.indexing.dense_phase`). The last value returned: how many were."""
     s = self.settings
@@ -56,7 +60,7 @@ def write_version(
     if models.dense is not None and replaces is not None:
         reuse = DenseReuse.of_version(self.store, library, doc_id, replaces)
     # Tokenise first: BM25 weights need the average length, which this document changes.
-    per_page = [page_passages(page, s.chunk_chars, s.chunk_overlap) for page in parsed.pages]
+    per_page = [page_passages(page, s.chunk_chars, s.chunk_overlap, context) for page in parsed.pages]
     chunk_stats, page_stats = length_stats(per_page)
 
     avg_c = self.stats.basis(rec_stats.get(SPARSE_CHUNK), chunk_stats)
@@ -110,7 +114,8 @@ def write_version(
                             )
                 dense: list[Any] = []
                 if models.dense is not None:
-                    texts = [pp.page.text[p.start:p.end] for pp in batch for p in pp.passages]
+                    # Context and text, as BM25 sees them: the reuse below is keyed on this too.
+                    texts = [p.indexed(pp.page) for pp in batch for p in pp.passages]
                     dense = reuse.encode(models.dense, texts, defer=defer_dense) if texts else []
                 points: list[PointData] = []
                 for pp, (png, _), enc in zip(batch, rendered, encoded):
