@@ -316,3 +316,15 @@ def test_rest_document_carries_the_profile(data_dir: Path) -> None:
         hits = c.post("/v1/search", json={"query": "capital expenditure", "libraries": [LIB], "mode": "bm25",
                                           "filters": [{"field": "fiscal_year", "op": "eq", "value": 2018}]})
         assert hits.status_code == 200 and hits.json()["hits"][0]["metadata"]["issuer"] == "3M COMPANY"
+
+
+def test_a_cover_without_the_registrant_caption_names_its_filer_below_the_file_number() -> None:
+    # As 3M's 2018 cover: no "(Exact name of registrant ...)", the name right below the file number.
+    cover = make_pdf([Page(["FORM 10-K", "For the fiscal year ended December 31, 2018",
+                            "Commission file number 1-3285", "3M COMPANY", "State of Incorporation: Delaware"])])
+    parsed = open_pdf(cover)
+    try:
+        p = document_profile(parsed, "filing.pdf", {}, parsed.pages)
+        assert (p.issuer, p.sources["issuer"], p.period) == ("3M COMPANY", "first_pages", "FY2018")
+    finally:
+        parsed.close()

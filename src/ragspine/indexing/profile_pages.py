@@ -118,6 +118,7 @@ _YEAR_ENDED = re.compile(
     r"(?:fiscal\s+)?year\s+ended\s*:?\s*([a-z]+)\.?\s+\d{1,2}\s*,?\s*((?:19|20)\d\d)", re.I)
 _QUARTER_ENDED = re.compile(
     r"quarterly\s+period\s+ended\s*:?\s*([a-z]+)\.?\s+\d{1,2}\s*,?\s*((?:19|20)\d\d)", re.I)
+_FILE_NUMBER = re.compile(r"commission\s+file\s+(number|no)", re.I)
 _REGISTRANT = re.compile(r"exact\s+name\s+of\s+(the\s+)?registrant", re.I)
 _NOT_A_NAME = re.compile(r"commission\s+file|^\(|^\d[\d\s\-]*$|^form\b|securities and exchange", re.I)
 _KINDS = (
@@ -174,6 +175,18 @@ def filing_cover(cover: Sequence[PageContent]) -> dict[str, Any]:
                 break
         if "issuer" in out:
             break
+    if "issuer" not in out and "doc_type" in out:
+        # Covers without the registrant caption (3M's) name the filer right below the commission
+        # file number, in capitals.
+        lines = [" ".join(t.split()) for p in cover for t, _b in p.lines]
+        for i, t in enumerate(lines):
+            if _FILE_NUMBER.search(t):
+                for nxt in lines[i + 1:i + 3]:
+                    if (nxt and len(nxt) <= 60 and not _NOT_A_NAME.search(nxt) and re.search(r"[A-Za-z]", nxt)
+                            and (nxt.isupper() or COMPANY.search(nxt))):
+                        out["issuer"] = nxt
+                        break
+                break
     return out
 
 
