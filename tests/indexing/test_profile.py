@@ -328,3 +328,23 @@ def test_a_cover_without_the_registrant_caption_names_its_filer_below_the_file_n
         assert (p.issuer, p.sources["issuer"], p.period) == ("3M COMPANY", "first_pages", "FY2018")
     finally:
         parsed.close()
+
+
+def test_the_title_is_the_first_pages_largest_type() -> None:
+    doc = pymupdf.open()
+    page = doc.new_page(width=595, height=842)
+    page.insert_text((72, 140), "Harbour Outlook", fontsize=26)
+    page.insert_text((72, 175), "by the Port Research Unit", fontsize=11)
+    page.insert_textbox(pymupdf.Rect(72, 200, 523, 400), "Container volumes rose in every terminal this year. " * 4,
+                        fontsize=11)
+    page.insert_text((40, 700), "arXiv:2401.00001v1 [cs.CL] 1 Jan 2024", fontsize=30, rotate=90)  # a side stamp
+    data = doc.tobytes()
+    doc.close()
+    parsed = open_pdf(data)
+    try:
+        p = document_profile(parsed, None, {}, parsed.pages)
+        assert (p.title, p.sources["title"]) == ("Harbour Outlook", "first_pages")
+        # Page 1 dropped by the policy: its title is not read.
+        assert document_profile(parsed, None, {}, []).title is None
+    finally:
+        parsed.close()

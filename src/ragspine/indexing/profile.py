@@ -270,7 +270,7 @@ def document_profile(parsed: ParsedPDF, filename: str | None, meta: Mapping[str,
         put("title", " ".join(x for x in (fields.get("issuer"), f"Form {fields['doc_type']}", fields.get("period"))
                               if x), sources["doc_type"])
     put("title", _metadata_title(parsed.pdf_metadata), "pdf_metadata")
-    put("title", largest_font_title(parsed, cover), "first_pages")
+    put("title", largest_font_title(cover), "first_pages")
     put("title", header, "running_header")
     put("doc_type", kind_named(cover_text(cover), fields.get("title")), "first_pages")
     put("language", language_of(kept), "page_text")

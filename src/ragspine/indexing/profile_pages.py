@@ -190,35 +190,30 @@ def filing_cover(cover: Sequence[PageContent]) -> dict[str, Any]:
     return out
 
 
-def largest_font_title(parsed: ParsedPDF, cover: Sequence[PageContent]) -> str | None:
-    """The lines of the first kept page set in its largest font (when that font stands out from
-    the body text), in the upper two thirds of the page: a report's or paper's title."""
-    if parsed.doc is None or not cover or cover[0].number != 1:
+def largest_font_title(cover: Sequence[PageContent]) -> str | None:
+    """The lines of the first page set in its largest type (when it stands out from the body
+    text), in the upper two thirds of the page: a report's or paper's title. A line's height
+    stands for its font size: the parser's lines carry no sizes, and reading the page's spans
+    again cost up to 130 ms on a dense cover (bench/profiles.py), as much as parsing it."""
+    if not cover or cover[0].number != 1:
         return None
     page = cover[0]
-    try:
-        raw = parsed.doc.load_page(page.number - 1).get_text("dict", flags=0)
-    except Exception:
-        return None
-    lines: list[tuple[float, float, str]] = []  # (size, top, text)
+    lines: list[tuple[float, float, str]] = []  # (height, top, text)
     sizes: list[float] = []
-    for b in raw.get("blocks", []):
-        for ln in b.get("lines", []):
-            spans = [s for s in ln.get("spans", []) if s.get("text", "").strip()]
-            if not spans or abs(float(ln.get("dir", (1, 0))[0]) - 1) > 0.01:  # vertical: an arXiv stamp
-                continue
-            size = max(float(s.get("size", 0)) for s in spans)
-            text = " ".join("".join(s["text"] for s in spans).split())
-            sizes.extend([size] * len(text))
-            lines.append((size, float(ln["bbox"][1]), text))
+    for text, (x0, y0, x1, y1) in page.lines:
+        t = " ".join(text.split())
+        if not t or x1 - x0 < y1 - y0:  # vertical (an arXiv stamp)
+            continue
+        sizes.extend([y1 - y0] * len(t))
+        lines.append((y1 - y0, y0, t))
     if not lines:
         return None
     body = statistics.median(sizes)
-    top = max(s for s, _y, _t in lines)
+    top = max(h for h, _y, _t in lines)
     if top < 1.25 * body:
         return None
-    picked = [t for s, y, t in sorted(lines, key=lambda x: x[1])
-              if s >= 0.9 * top and y < page.height * 0.67 and re.search(r"[^\W\d_]", t) and not _BYLINE.match(t)]
+    picked = [t for h, y, t in sorted(lines, key=lambda x: x[1])
+              if h >= 0.9 * top and y < page.height * 0.67 and re.search(r"[^\W\d_]", t) and not _BYLINE.match(t)]
     title = " ".join(picked[:3]).strip()
     return title[:MAX_TITLE] if len(title) >= 4 else None
 
