@@ -346,6 +346,20 @@ def test_each_demo_query_finds_its_document(ingested: tuple[Engine, dict[str, In
         assert not res.filters_relaxed
 
 
+def test_a_question_naming_a_company_ranks_its_own_report_first(
+    ingested: tuple[Engine, dict[str, IngestResult]],
+) -> None:
+    """"Acme Robotics revenue 2023" names Acme Robotics (its report's ``entity``) and the year:
+    its report comes first, above Acme Holdings' segment table that lists Acme Robotics' revenue
+    (which ranked first with the meaning channel on, before passages carried their document's
+    issuer and the document prior existed)."""
+    e, _ = ingested
+    req = {"query": "Acme Robotics revenue 2023", "libraries": [DEMO_LIBRARY], "top_k": 5}
+    hits = e.search(req).hits
+    assert hits[0].doc_id == "acme-robotics-ar-2023", [(h.doc_id, h.page) for h in hits]
+    assert hits[0].scores["document"] == 1.0  # named with its year
+
+
 def test_filter_query_narrows_to_2023(ingested: tuple[Engine, dict[str, IngestResult]]) -> None:
     e, _ = ingested
     (case,) = [c for c in demo_query_cases() if c["request"].get("filters")]

@@ -23,6 +23,12 @@ COMPANIES = {"northwind": "Northwind Corporation", "contoso": "Contoso Ltd"}
 YEARS = (2018, 2019)
 CASH_FLOW = ("Consolidated Statement of Cash Flows. Cash flows from investing activities: purchases of "
              "property, plant and equipment (capital expenditure) {a} {b}. Proceeds from sale of businesses 446.")
+#: What else a 10-K cover says (the registrant's name and year are what it shares with a question).
+COVER_BOILERPLATE = ("Commission file number 1-3285. State of incorporation: Delaware. Securities registered "
+                     "pursuant to Section 12(b) of the Act: common stock, par value $.01 per share, listed on "
+                     "the New York Stock Exchange. Indicate by check mark whether the registrant is a large "
+                     "accelerated filer, an accelerated filer, a non-accelerated filer or a smaller reporting "
+                     "company. Aggregate market value of voting stock held by non-affiliates: $98.7 billion.")
 #: Only the peers' pages say it twice: page BM25 prefers them.
 PEER_NOTE = "Capital expenditure in the cash flow statement was funded from operations; capital expenditure rose."
 QUESTION = "What is the FY2018 capital expenditure for Northwind? Use the cash flow statement."
@@ -32,7 +38,8 @@ def filing(key: str, year: int) -> bytes:
     name = COMPANIES[key]
     cash = CASH_FLOW.format(a=f"({year - 441:,})", b=f"({year - 645:,})")
     return pdfs.make_pdf([
-        Page([f"{name}. Annual report on Form 10-K for the fiscal year ended December 31, {year}."]),
+        Page([f"{name}. Annual report on Form 10-K for the fiscal year ended December 31, {year}.",
+              COVER_BOILERPLATE]),
         Page(["Risk factors. Our business is subject to competition, regulation and economic conditions."]),
         Page([cash] if key == "northwind" else [cash, PEER_NOTE]),
     ])
@@ -72,7 +79,7 @@ def test_without_the_prior_a_peers_page_comes_first(shelf: Engine) -> None:
 @pytest.mark.parametrize("lexical", [True, False], ids=["lexical index", "store"])
 def test_the_named_company_and_year_decide_the_page(shelf: Engine, lexical: bool) -> None:
     hits = top(shelf, 0.3, lexical=lexical)
-    assert hits[0][0] == "northwind_2018"  # TODO(lead): the page too, once passage context is wired
+    assert hits[0] == ("northwind_2018", 3)
 
 
 def test_the_answer_names_its_fusion_and_the_document_score(shelf: Engine) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.retrieval.lexical.postings import DocSig, LibView, Rows, Unsupported, field_from_rows, patched
 from ragspine.scoring.bm25 import BM25Params, document_vector
+from ragspine.scoring.indexed_text import CONTEXT_KEY, payload_text
 from ragspine.scoring.tokenizer import tokenize
 from ragspine.store.base import KIND_CHUNK, KIND_DOC, KIND_PAGE, SPARSE_CHUNK, SPARSE_PAGE, Record, Store, Where
 
@@ -27,7 +28,7 @@ DOC_KEYS = ("doc_id", "version", "title", "sensitivity", "meta", "metab", "state
 #: Payload keys kept per row.
 ROW_KEYS = ("page", "chunk_id", CLASSIFICATION)
 #: What is read of a point when whole payloads are not cached.
-SCAN_KEYS = [*DOC_KEYS, *ROW_KEYS, "kind", "text"]
+SCAN_KEYS = [*DOC_KEYS, *ROW_KEYS, "kind", "text", CONTEXT_KEY]
 
 
 class ViewBuilder:
@@ -78,7 +79,7 @@ class ViewBuilder:
                 continue
             if point_restricted(p):
                 continue
-            toks = tokenize(p.get("text", ""))
+            toks = tokenize(payload_text(p))  # the context and the text, as the ingest weighed them
             if not toks:
                 continue  # no vector in the store either
             n += 1
