@@ -349,7 +349,9 @@ class Indexer:
             logger.info("policy dropped %d of %d pages: %s", len(dropped), total, dropped)
         # The document as a whole, from its kept pages only (ragspine.indexing.profile).
         profile = document_profile(parsed, filename, meta.fields(), kept)
-        context = ContextBuilder(profile) if self.settings.passage_context else None
+        # Plain text has no type sizes or layout: no line of it is taken for a heading.
+        context = (ContextBuilder(profile, headings=HEADING_LINES and parsed.doc is not None)
+                   if self.settings.passage_context else None)
 
         key = self.content_key(pdf_sha, meta)
         # Several documents of one library are written at once: each holds the writer lease
