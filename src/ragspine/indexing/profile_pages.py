@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragspine.indexing.pdf import PageContent, ParsedPDF
-from ragspine.scoring.tokenizer import is_cjk_char
 
 #: Pages read as "the first pages" (the first kept pages, among the first ``COVER_WITHIN``).
 COVER_PAGES = 3
@@ -81,6 +80,8 @@ def item_outline(kept_pages: Sequence[PageContent], last_page: int) -> list[Outl
     for p in kept_pages:
         hits = []
         for text, _bbox in p.lines:
+            if text.lstrip()[:4].lower() not in ("item", "part"):
+                continue
             t = " ".join(text.split())
             if len(t) > 120:
                 continue
@@ -275,6 +276,12 @@ _STOPWORDS = {
 }
 
 
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]")
+_KANA = re.compile(r"[\u3040-\u30ff]")
+_HANGUL = re.compile(r"[\uac00-\ud7af]")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
 def language_of(kept_pages: Sequence[PageContent]) -> str | None:
     """``zh`` / ``ja`` / ``ko`` when CJK script is a fifth of the letters of the kept text, else the
     European language whose common words it uses most (None with too little text to tell)."""
@@ -284,10 +291,10 @@ def language_of(kept_pages: Sequence[PageContent]) -> str | None:
         if len(sample) >= LANGUAGE_SAMPLE:
             break
     sample = sample[:LANGUAGE_SAMPLE]
-    cjk = sum(1 for c in sample if is_cjk_char(c))
-    kana = sum(1 for c in sample if "\u3040" <= c <= "\u30ff")
-    hangul = sum(1 for c in sample if "\uac00" <= c <= "\ud7af")
-    letters = sum(1 for c in sample if c.isalpha())
+    cjk = len(_CJK.findall(sample))
+    kana = len(_KANA.findall(sample))
+    hangul = len(_HANGUL.findall(sample))
+    letters = len(_LETTER.findall(sample))
     east = cjk + kana + hangul
     if letters and east >= 0.2 * letters:
         if hangul > cjk + kana:
