@@ -168,14 +168,14 @@ def test_ragspine_tables_off_reaches_the_ingest(monkeypatch: pytest.MonkeyPatch,
 def test_passage_context_gives_headers_and_caption_a_passage_lacks() -> None:
     page = open_pdf(table_pdf(ruled=False)).pages[0]
     spans = page.tables[0].row_spans
-    # Mid-table: rows 3 and 4 only. Needs the caption and the header row.
-    assert passage_table_context(page, spans[3][0], spans[4][1]) == f"{CAPTION}\n(Millions)  2018  2017  2016"
+    # Mid-table: rows 3 and 4 only. Needs the header row and the caption (headers first).
+    assert passage_table_context(page, spans[3][0], spans[4][1]) == f"(Millions)  2018  2017  2016\n{CAPTION}"
     # From the caption through row 1: it holds both already.
     assert passage_table_context(page, 0, spans[1][1]) == ""
     # The header row and row 1, without the caption line above: only the caption is missing.
     assert passage_table_context(page, spans[0][0], spans[1][1]) == CAPTION
     # A passage that only cuts into the header row still lacks it whole.
-    assert passage_table_context(page, spans[0][0] + 3, spans[2][1]) == f"{CAPTION}\n(Millions)  2018  2017  2016"
+    assert passage_table_context(page, spans[0][0] + 3, spans[2][1]) == f"(Millions)  2018  2017  2016\n{CAPTION}"
     # Prose after the table: no table row covered, no context.
     note_start = page.text.index(NOTE)
     assert passage_table_context(page, note_start, len(page.text)) == ""

@@ -398,21 +398,21 @@ def _header_rows(rows: Sequence[_Row]) -> tuple[int, ...]:
 
 def passage_table_context(page: PageContent, start: int, end: int) -> str:
     """For the table rows the passage ``page.text[start:end]`` covers, what a reader needs that
-    the passage lacks: each such table's caption (when the passage does not hold it) and its
-    column header rows (those the passage does not cover), one line each. ``""`` when the
-    passage covers no table row or already holds all of it."""
+    the passage lacks: each such table's column header rows (those the passage does not cover
+    whole), then its caption (when the passage does not hold it), one line each; headers first,
+    as a context capped in length keeps its beginning. ``""`` when the passage covers no table
+    row or already holds all of it."""
     if start < 0 or end < start:
         raise ValueError(f"a passage span must have 0 <= start <= end, got [{start}, {end})")
     out: list[str] = []
     passage = page.text[start:end]
     for table in page.tables:
-        covered = [i for i, (s, e) in enumerate(table.row_spans) if s < end and e > start]
-        if not covered:
+        if not any(s < end and e > start for s, e in table.row_spans):
             continue
-        if table.caption and table.caption not in passage:
-            out.append(table.caption)
         for i in table.header_rows:
             s, e = table.row_spans[i]
             if not (start <= s and e <= end):
                 out.append(table.row_texts[i])
+        if table.caption and table.caption not in passage:
+            out.append(table.caption)
     return "\n".join(out)
