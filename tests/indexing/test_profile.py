@@ -350,8 +350,9 @@ def test_the_title_is_the_first_pages_largest_type() -> None:
         parsed.close()
 
 
-def test_plain_text_gets_no_heading_context(engine: Engine) -> None:
+def test_plain_text_gets_no_heading_context(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     # "Revenue by segment" would pass for a heading on a PDF page; plain text has no layout to say so.
+    monkeypatch.setattr("ragspine.indexing.pipeline.HEADING_LINES", True)
     engine.create_library(LIB)
     engine.ingest_text(LIB, "t", "The annual review of the port.\n\nRevenue by segment\n\n"
                        + "Sales of the harbour division grew in the year. " * 12)
@@ -359,11 +360,17 @@ def test_plain_text_gets_no_heading_context(engine: Engine) -> None:
     assert len(ctx) >= 2 and ctx == [None] * len(ctx)
 
 
-def test_a_heading_line_names_the_section_where_the_outline_has_none(engine: Engine) -> None:
+def test_a_heading_line_names_the_section_where_the_outline_has_none(engine: Engine,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     engine.create_library(LIB)
     body = "Container volumes rose at every terminal while dredging finished early. " * 12  # > 480 chars
-    engine.ingest(LIB, make_pdf([Page(["Harbour Operations", body])]), filename="ops.pdf")
-    recs = sorted(engine.store.scroll(LIB, Where(kind=KIND_CHUNK)), key=lambda r: r.payload["start"])
+    pdf = make_pdf([Page(["Harbour Operations", body])])
+    engine.ingest(LIB, pdf, filename="ops.pdf")
+    # Off by default (HEADING_LINES: it did not measure better): no context at all here.
+    assert {r.payload.get("context") for r in engine.store.scroll(LIB, Where(kind=KIND_CHUNK))} == {None}
+    monkeypatch.setattr("ragspine.indexing.pipeline.HEADING_LINES", True)
+    engine.ingest(LIB, pdf, filename="ops.pdf")  # a new content key: the context rule is part of it
+    recs = sorted(engine.store.scroll(LIB, Where(kind=KIND_CHUNK, live=True)), key=lambda r: r.payload["start"])
     assert len(recs) >= 2 and recs[0].payload["text"].startswith("Harbour Operations")
     # The first passage holds the heading; the ones after it carry it as their context.
     assert recs[0].payload.get("context") is None
