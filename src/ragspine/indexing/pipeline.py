@@ -33,7 +33,6 @@ from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
 from ragspine.indexing.ocr_phase import OPEN_STATES, DeferredOcr, OcrState, PendingSources, Superseded
 from ragspine.indexing.ocr_pool import BACKGROUND, URGENT, OcrProcesses, auto_workers
 from ragspine.indexing.pdf import ParsedPDF, open_pdf
-from ragspine.indexing.tables import passage_table_context
 from ragspine.indexing.profile import PROFILE_VERSION, document_profile
 from ragspine.indexing.render import RenderProcesses
 from ragspine.indexing.results import IngestResult
@@ -351,9 +350,9 @@ class Indexer:
         # The document as a whole, from its kept pages only (ragspine.indexing.profile).
         profile = document_profile(parsed, filename, meta.fields(), kept)
         # Plain text has no type sizes or layout: no line of it is taken for a heading.
-        # A passage over table rows also carries its table's column headers and caption.
-        context = (ContextBuilder(profile, headings=HEADING_LINES and parsed.doc is not None,
-                                  extra=(passage_table_context,) if self.settings.tables != "off" else ())
+        # Table reading's passage_table_context (a table passage's column headers and caption) is
+        # not added: it measured no gain on MMLongBench (docs/measured.md, "Documents as wholes").
+        context = (ContextBuilder(profile, headings=HEADING_LINES and parsed.doc is not None)
                    if self.settings.passage_context else None)
 
         key = self.content_key(pdf_sha, meta)
