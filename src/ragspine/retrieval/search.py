@@ -60,6 +60,9 @@ __all__ = ["CANDIDATE_FACTOR", "MIN_CANDIDATES", "MODES", "POST_STEPS", "ExpandS
 
 logger = logging.getLogger(__name__)
 
+#: Hits whose text tells the script of what the meaning channel found (the miss check).
+MISS_SCRIPT_HITS = 3
+
 
 @dataclass
 class Trace:
@@ -136,7 +139,7 @@ class Searcher:
             relaxed = True
             plan.degraded.append("filters_relaxed: no hit matched the filters; showing unfiltered results")
         if hits and self.settings.miss_check and trace.dense_libraries and not trace.bm25_found:
-            note = self._miss(req, trace)
+            note = self._miss(req, trace, hits)
             if note is not None:
                 hits = []
                 plan.notes.append(note)
@@ -270,18 +273,17 @@ class Searcher:
         trace.__init__()  # type: ignore[misc]
         return self._search(req, preds, plan, queries, timings, trace)
 
-    def _miss(self, req: SearchRequest, trace: Trace) -> str | None:
+    def _miss(self, req: SearchRequest, trace: Trace, hits: list[SearchHit]) -> str | None:
         """The ``miss:`` note when no BM25 term matched and the best dense similarity does not
         stand out from any searched library's background (:mod:`~ragspine.retrieval.misses`).
-        A library whose documents are all in another script than the query (a Chinese question
-        over English reports) cannot call a miss: no BM25 term could have matched there."""
+        When the passages the meaning channel found are in another script than the query (a
+        Chinese question over English reports) it is no miss: no BM25 term could have matched
+        them, and made-up words tell nothing about how near a translation lands."""
         s = self.settings
-        lang = query_language(req.query)
+        if query_language(req.query) != query_language(" ".join(h.text for h in hits[:MISS_SCRIPT_HITS])):
+            return None
         backgrounds = {}
         for lib, (active, lm) in trace.dense_libraries.items():
-            scripts = self.documents.scripts(lib, active)
-            if scripts and lang not in scripts:
-                return None
             bg = self.misses.background(lib, active, lm.dense)
             if bg is not None:
                 backgrounds[lib] = bg

@@ -92,18 +92,11 @@ def named_score(question: set[str], doc: Naming) -> float:
     return NAMED + (YEAR if doc.years & question else 0.0)
 
 
-#: The script a document language is written in, as :func:`ragspine.scoring.tokenizer.query_language`
-#: tells a query's: ``zh`` for CJK ideographs, ``en`` for Latin letters.
-SCRIPTS = {"zh": "zh", "ja": "zh", "en": "en", "fr": "en", "de": "en", "es": "en", "it": "en", "pt": "en", "nl": "en"}
-
 
 @dataclass
 class _Index:
     active: Mapping[str, int]  # the active-versions dict it was built for (compared by identity)
     docs: dict[str, Naming]
-    #: The scripts of the documents' languages (the user's ``language``, else the profile's);
-    #: empty when no document says.
-    scripts: frozenset[str]
 
 
 class DocumentChannel:
@@ -122,19 +115,12 @@ class DocumentChannel:
             ix = self._indexes.get(library)
         if ix is not None and ix.active is active:
             return ix
-        entries = [e for e in self.libraries.doc_entries(library)
-                   if e.get("doc_id") in active and e.get("active_version")]
-        docs = {e["doc_id"]: naming(e) for e in entries}
-        langs = {str(v).lower() for e in entries for v in _values(e, ("language",))}
-        ix = _Index(active, {d: n for d, n in docs.items() if n.names},
-                    frozenset(SCRIPTS.get(lang.split("-")[0], "other") for lang in langs))
+        docs = {e["doc_id"]: naming(e) for e in self.libraries.doc_entries(library)
+                if e.get("doc_id") in active and e.get("active_version")}
+        ix = _Index(active, {d: n for d, n in docs.items() if n.names})
         with self._lock:
             self._indexes[library] = ix
         return ix
-
-    def scripts(self, library: str, active: Mapping[str, int]) -> frozenset[str]:
-        """The scripts the library's documents are written in (``zh``, ``en``; empty: unknown)."""
-        return self._index(library, active).scripts if active else frozenset()
 
     def scores(self, library: str, text: str, active: Mapping[str, int]) -> dict[str, float]:
         if not active:
