@@ -26,7 +26,6 @@ from ragspine.indexing.tables import (
     CAPTION_REACH_PT,
     is_header_value,
     is_value,
-    passage_table_context,
     phrases,
     read_table,
     table_regions,
@@ -162,25 +161,7 @@ def test_ragspine_tables_off_reaches_the_ingest(monkeypatch: pytest.MonkeyPatch,
     assert "Purchases of property, plant and equipment\n\n(1,577)\n\n(1,373)" in texts["off"]
 
 
-# -- passage context ------------------------------------------------------------------------
-
-
-def test_passage_context_gives_headers_and_caption_a_passage_lacks() -> None:
-    page = open_pdf(table_pdf(ruled=False)).pages[0]
-    spans = page.tables[0].row_spans
-    # Mid-table: rows 3 and 4 only. Needs the header row and the caption (headers first).
-    assert passage_table_context(page, spans[3][0], spans[4][1]) == f"(Millions)  2018  2017  2016\n{CAPTION}"
-    # From the caption through row 1: it holds both already.
-    assert passage_table_context(page, 0, spans[1][1]) == ""
-    # The header row and row 1, without the caption line above: only the caption is missing.
-    assert passage_table_context(page, spans[0][0], spans[1][1]) == CAPTION
-    # A passage that only cuts into the header row still lacks it whole.
-    assert passage_table_context(page, spans[0][0] + 3, spans[2][1]) == f"(Millions)  2018  2017  2016\n{CAPTION}"
-    # Prose after the table: no table row covered, no context.
-    note_start = page.text.index(NOTE)
-    assert passage_table_context(page, note_start, len(page.text)) == ""
-    with pytest.raises(ValueError, match=r"0 <= start <= end, got \[5, 2\)"):
-        passage_table_context(page, 5, 2)
+# -- captions -------------------------------------------------------------------------------
 
 
 def test_no_caption_when_the_line_above_is_far() -> None:
@@ -190,8 +171,7 @@ def test_no_caption_when_the_line_above_is_far() -> None:
     caption_bottom = open_pdf(data, tables="off").pages[0].blocks[0].bbox[3]
     assert page.tables[0].bbox[1] - caption_bottom > CAPTION_REACH_PT
     assert page.tables[0].caption == ""
-    spans = page.tables[0].row_spans
-    assert passage_table_context(page, spans[3][0], spans[4][1]) == "(Millions)  2018  2017  2016"
+    assert open_pdf(table_pdf(ruled=False)).pages[0].tables[0].caption == CAPTION  # drawn near: kept
 
 
 # -- the pure pieces ------------------------------------------------------------------------

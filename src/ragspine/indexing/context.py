@@ -17,7 +17,7 @@ get the title twice), and the whole is capped at :data:`MAX_CONTEXT` characters.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ragspine.indexing.pdf import PageContent
 from ragspine.indexing.profile import DocumentProfile, sections_at
@@ -39,10 +39,6 @@ HEADING_MAX_CHARS = 80
 HEADING_MAX_WORDS = 12
 _CLAUSE_END = re.compile(r"[.,;:!?。，；：]\s*$")
 
-#: One more part of a passage's context: ``(page, start, end) -> str`` ("" for none), appended
-#: after the section path. Table reading's ``passage_table_context`` (the row labels and column
-#: headers of the table cells a passage covers) is meant to be passed here, in ``extra``.
-ContextPart = Callable[[PageContent, int, int], str]
 
 
 def heading_above(page: PageContent, start: int) -> str | None:
@@ -86,13 +82,11 @@ def compose(parts: Sequence[str | None], text: str, limit: int = MAX_CONTEXT) ->
 
 
 class ContextBuilder:
-    """Contexts of one document's passages and pages, from its profile. ``extra``: more parts,
-    each ``(page, start, end) -> str`` (see :data:`ContextPart`)."""
+    """Contexts of one document's passages and pages, from its profile."""
 
-    def __init__(self, profile: DocumentProfile, *, extra: Sequence[ContextPart] = (),
-                 headings: bool = HEADING_LINES, pages: bool = PAGE_CONTEXT) -> None:
+    def __init__(self, profile: DocumentProfile, *, headings: bool = HEADING_LINES,
+                 pages: bool = PAGE_CONTEXT) -> None:
         self.profile = profile
-        self.extra = tuple(extra)
         self.headings = headings
         self.pages = pages
         self.doc_parts = [profile.title, profile.issuer, profile.period]
@@ -102,10 +96,7 @@ class ContextBuilder:
         path: list[str | None] = list(sections_at(self.profile.outline, page.number))
         if not path and self.headings:
             path = [heading_above(page, start)]
-        parts = [*self.doc_parts, *path]
-        for part in self.extra:  # table reading's context of the passage goes in here
-            parts.append(part(page, start, end))
-        return compose(parts, page.text[start:end])
+        return compose([*self.doc_parts, *path], page.text[start:end])
 
     def page(self, page: PageContent) -> str:
         """The context of a whole page: the document's parts (when :data:`PAGE_CONTEXT`)."""

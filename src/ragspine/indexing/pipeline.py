@@ -350,8 +350,8 @@ class Indexer:
         # The document as a whole, from its kept pages only (ragspine.indexing.profile).
         profile = document_profile(parsed, filename, meta.fields(), kept)
         # Plain text has no type sizes or layout: no line of it is taken for a heading.
-        # Table reading's passage_table_context (a table passage's column headers and caption) is
-        # not added: it measured no gain on MMLongBench (docs/measured.md, "Documents as wholes").
+        # A table passage's column headers and caption are not added to its context: that measured
+        # no gain on MMLongBench (docs/measured.md, "Tables read as tables").
         context = (ContextBuilder(profile, headings=HEADING_LINES and parsed.doc is not None)
                    if self.settings.passage_context else None)
 

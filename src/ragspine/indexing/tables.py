@@ -4,7 +4,8 @@ PyMuPDF's text blocks often cut a statement's row in pieces (the label "Purchase
 plant and equipment (PP&E)" in one block, "(1,577)  (1,373)  (1,420)" in others) and its column
 headers ("2018  2017  2016") sit far above, so no passage holds a row's label and values
 together. Here a page's tables become one paragraph per row, ``label  v1  v2 ...``, in reading
-order, with the header rows and the caption above kept aside for :func:`passage_table_context`.
+order, with the header rows and the caption above kept on the :class:`PageTable` (a table passage's
+headers and caption added to its indexed context measured no gain: docs/measured.md).
 
 Two steps, both on what the parse already extracted:
 
@@ -31,10 +32,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ragspine.indexing.pdf import PageContent
 
 BBox = tuple[float, float, float, float]
 
@@ -391,28 +390,3 @@ def _header_rows(rows: Sequence[_Row]) -> tuple[int, ...]:
         if texts and all(is_header_value(t) for t in texts):
             out.append(i)
     return tuple(out)
-
-
-# -- 3. what a passage needs from its table -----------------------------------------------
-
-
-def passage_table_context(page: PageContent, start: int, end: int) -> str:
-    """For the table rows the passage ``page.text[start:end]`` covers, what a reader needs that
-    the passage lacks: each such table's column header rows (those the passage does not cover
-    whole), then its caption (when the passage does not hold it), one line each; headers first,
-    as a context capped in length keeps its beginning. ``""`` when the passage covers no table
-    row or already holds all of it."""
-    if start < 0 or end < start:
-        raise ValueError(f"a passage span must have 0 <= start <= end, got [{start}, {end})")
-    out: list[str] = []
-    passage = page.text[start:end]
-    for table in page.tables:
-        if not any(s < end and e > start for s, e in table.row_spans):
-            continue
-        for i in table.header_rows:
-            s, e = table.row_spans[i]
-            if not (start <= s and e <= end):
-                out.append(table.row_texts[i])
-        if table.caption and table.caption not in passage:
-            out.append(table.caption)
-    return "\n".join(out)
