@@ -23,6 +23,7 @@ from models_kit import PAGE_FAMILIES, needs_gpu_extra, np_maxsim
 
 from ragspine.config import Settings
 from ragspine.engine import Engine
+from ragspine.scoring.indexed_text import payload_text
 from ragspine.errors import ModelMismatchError, NotFoundError, ServiceUnavailableError
 from ragspine.catalog import DENSE_CHUNK, PAGE_FDE, PAGE_FULL, PAGE_POOLED, point_id
 from ragspine.indexing.pdf import render_page_image
@@ -346,7 +347,8 @@ def test_dense_passages_are_the_models_vectors_and_join_the_fusion(
         chunks = eng.store.scroll("lib", Where(kind=KIND_CHUNK))
         vecs = eng.store.retrieve_vectors("lib", [c.id for c in chunks], DENSE_CHUNK)
         ref = load_dense_encoder(str(folder), device="cpu")
-        want = ref.encode([c.payload["text"] for c in chunks], kind="document")
+        # What is encoded is the passage's context (its document's title, ...) and its text.
+        want = ref.encode([payload_text(c.payload) for c in chunks], kind="document")
         for c, w in zip(chunks, want):
             np.testing.assert_allclose(vecs[c.id], w, rtol=1e-4, atol=1e-5)
         out = eng.search({"query": "market share of operators", "libraries": ["lib"], "top_k": 4})
