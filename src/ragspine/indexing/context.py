@@ -27,7 +27,9 @@ MAX_CONTEXT = 200
 #: Between two parts of a context.
 PART_SEP = " | "
 #: Pages of a document get its title, issuer and period as context too (not its sections: a
-#: page spans several). Measured in docs/measured.md ("Documents as wholes").
+#: page spans several). Off until measured alone: with it MMLongBench bm25 scored 0.3772
+#: against 0.3713 with no context at all, on a later tree (docs/measured.md, "Documents as
+#: wholes": the comparison on one tree is still to do).
 PAGE_CONTEXT = False
 #: Where the outline says nothing about a page, take the nearest heading-like line above a
 #: passage for its section. Off: on MMLongBench (bm25, OCR off) it scored nDCG@10 0.3686 against
