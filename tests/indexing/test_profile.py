@@ -53,14 +53,13 @@ def filing(company: str, year: int, header: str) -> bytes:
     return data
 
 
-#: BM25 scored by the store: the in-memory lexical index (ragspine.retrieval.lexical) reads the
-#: context once its view builder tokenizes ``payload_text`` (the query side's change).
+#: BM25 scored by the store (the in-memory lexical index is the other path: the shelf runs on both).
 STORE = {"lexical_index": "store"}
 
 
-@pytest.fixture
-def shelf(settings: Settings) -> Iterator[Engine]:
-    eng = Engine(settings.model_copy(update=STORE))
+@pytest.fixture(params=["memory", "store"])
+def shelf(settings: Settings, request: pytest.FixtureRequest) -> Iterator[Engine]:
+    eng = Engine(settings.model_copy(update={"lexical_index": request.param}))
     try:
         eng.create_library(LIB)
         eng.ingest(LIB, TM,
