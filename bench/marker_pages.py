@@ -1,5 +1,5 @@
-"""Which pages the RESTRICTED marker rule drops from public PDFs: the rule before issue 44
-part 7 (the baseline, copied below) against ragspine's rule today (``ragspine.policy.PagePolicy``).
+"""Which pages the RESTRICTED marker rule drops from public PDFs: the rule before commit bc37982
+(the baseline, copied below) against ragspine's rule today (``ragspine.policy.PagePolicy``).
 
     .venv/bin/python bench/marker_pages.py [FOLDER ...] [--ocr off|stamps|all] [--band 0.12]
 
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DOCS = ROOT.parent / "shared" / "data" / "mmlongbench_dev" / "documents"
 
 
-# -- BASELINE: the marker rule as it stood before issue 44 part 7 (src/ragspine/policy/markers.py
+# -- BASELINE: the marker rule as it stood before commit bc37982 (src/ragspine/policy/markers.py
 # at commit 2d40a15), copied here unchanged so that the bench can measure against it. It is not
 # used by ragspine. --------------------------------------------------------------------------------
 

@@ -5,8 +5,8 @@ settings as configured and with them off, alternately, over one index, in one pr
                                          [--ocr off|auto] [--limit N] [--rounds 3]
 
 Prints p50 and p95 latency per variant and the ratio of today's settings to "off"
-(``document_prior_weight=0``, ``miss_check=False``: the query path before issue 44's ranking
-work, on the same index). Alternating the two per query keeps a loaded machine's noise out of
+(``document_prior_weight=0``, ``miss_check=False``: the query path before the document prior and
+the miss check, on the same index). Alternating the two per query keeps a loaded machine's noise out of
 the ratio.
 """
 

@@ -258,7 +258,7 @@ def test_marker_stripped_when_configured_with_spaces() -> None:
 
 
 # -- labels, not words: the marker as a classification label vs. as a word of a phrase ---------
-# Each line below was dropped by the rule before issue 44 part 7 (any case in a band line of at
+# Each line below was dropped by the rule before commit bc37982 (any case in a band line of at
 # most LABEL_MAX_CHARS characters; the marker as configured in any band line or OCR stamp).
 
 #: Lines of public filings: the word used as an adjective or in prose, never a classification.
