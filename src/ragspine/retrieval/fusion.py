@@ -121,9 +121,10 @@ class Priors:
     def of(cls, s: Settings) -> Priors:
         return cls(s.document_prior_weight, s.neighbour_weight)
 
-    def describe(self) -> str:
+    def describe(self, named: bool) -> str:
+        """What pages borrowed in one library's search (``named``: the question named a document)."""
         parts = []
-        if self.document_weight > 0:
+        if self.document_weight > 0 and named:
             parts.append(f"document prior {self.document_weight:g}")
         if self.neighbour_weight > 0:
             parts.append(f"neighbours {self.neighbour_weight:g}")

@@ -183,9 +183,12 @@ class Searcher:
         t = time.perf_counter()
         for lib in req.libraries:
             active = self.libraries.active_versions(lib)
+            named = self.documents.scores(lib, req.query, active) if priors.document_weight > 0 else {}
             ranking: list[tuple[PageKey, float]] | None = None
             if self.lexical is not None and lexical_only:
-                ranking, fusion = self._lexical_ranking(lib, qv, preds, limit, depth, priors, cands)
+                # The whole candidate list only when a prior may lift pages from below the depth.
+                keep = limit if named or priors.neighbour_weight > 0 else depth
+                ranking, fusion = self._lexical_ranking(lib, qv, preds, limit, keep, cands)
             if ranking is None:
                 rec = self.libraries.get(lib)
                 lm = library_models(rec, self.models)
@@ -201,11 +204,10 @@ class Searcher:
                 trace.note(outputs, lib, active, lm)
                 collect(outputs, cands)
                 ranking = fuse(outputs, fusion, cands)
-            named = self.documents.scores(lib, req.query, active) if priors.document_weight > 0 else {}
             ranking = with_priors(ranking, named, priors, cands)
             for key, score in ranking:
                 cands[key].scores["fused"] = score
-            fusions.append(" + ".join(x for x in (fusion.describe(), priors.describe()) if x))
+            fusions.append(" + ".join(x for x in (fusion.describe(), priors.describe(named=bool(named))) if x))
             per_lib.append([key for key, _ in ranking])
         timings["channels"] = round((time.perf_counter() - t) * 1000, 3)
         if plan.mode == "hybrid" and plan.visual and not visual_ran and not plan.dense:
@@ -225,19 +227,18 @@ class Searcher:
             head = self.reranking.apply(req, head, plan, timings)
         return head[: req.top_k]
 
-    def _lexical_ranking(self, lib: str, qv: Any, preds: list[Predicate], limit: int, depth: int, priors: Priors,
+    def _lexical_ranking(self, lib: str, qv: Any, preds: list[Predicate], limit: int, keep: int,
                          cands: dict[PageKey, Cand]) -> tuple[list[tuple[PageKey, float]] | None, Any]:
         """A BM25-only plan's ranking from the in-memory index (:meth:`LexicalIndex.rank_pages`,
         the ranking the BM25 channels and fusion build, in numpy), or ``None`` when it cannot
         answer now (being built, over its memory bound, a filter it cannot evaluate): the
-        channels then run against the store. With a prior the whole candidate list is kept,
-        so that the prior can lift pages from below the answer's depth."""
+        channels then run against the store. The first ``keep`` pages are kept: the answer's
+        depth, or the whole candidate list when a prior may lift pages from below it."""
         from ragspine.retrieval.fusion import Fusion
 
         assert self.lexical is not None
         s = self.settings
         chunk_weight = s.passage_weight(alone=True)
-        keep = limit if (priors.document_weight > 0 or priors.neighbour_weight > 0) else depth
         ranked = self.lexical.rank_pages(lib, qv, preds, limit, chunk_weight=chunk_weight,
                                          page_weight=s.bm25_page_weight, rrf_k=s.rrf_k, depth=keep)
         weights = {"bm25": chunk_weight, **({"bm25_page": s.bm25_page_weight} if s.bm25_page_weight > 0 else {})}
