@@ -255,12 +255,13 @@ def test_bm25_statistics_count_public_pages_only(loaded) -> None:
     engine = loaded[0]
     rec = engine.libraries.get(LIB)
     n_tokens = sum(len(re.findall(r"[a-z0-9]+", t.lower())) for t in PUBLIC_PAGES.values())
-    assert (rec.stats[SPARSE_PAGE].count, rec.stats[SPARSE_PAGE].tokens) == (2, n_tokens)
-    # Each of the two passages is indexed with its context, the document's title "Mixed report".
+    # Each of the two pages and of their two passages is indexed with its context, the document's
+    # title "Mixed report" (two tokens).
+    assert (rec.stats[SPARSE_PAGE].count, rec.stats[SPARSE_PAGE].tokens) == (2, n_tokens + 2 * 2)
     assert (rec.stats[SPARSE_CHUNK].count, rec.stats[SPARSE_CHUNK].tokens) == (2, n_tokens + 2 * 2)
     # IDF and lengths: "harbour" is on every page, RESTRICTED ones included; its scores must be
-    # those of a corpus of the two public pages.
-    want = exact_bm25(PUBLIC_PAGES, "harbour terminal")
+    # those of a corpus of the two public pages (as indexed: title, then text).
+    want = exact_bm25({p: f"Mixed report {t}" for p, t in PUBLIC_PAGES.items()}, "harbour terminal")
     got = {h.page: h.scores["bm25_page"] for h in bm25(engine, "harbour terminal").hits}
     assert got.keys() == want.keys()
     for page, s in want.items():
