@@ -116,7 +116,9 @@ def _ingest_beir(
         if not text.strip():
             empty += 1
         else:
-            res = engine.ingest_text(library, doc_id, text, title=title or None)
+            # Without titles the title is not given at all: a document's title is also indexed as
+            # the context of its passages and its page (ragspine.indexing.context).
+            res = engine.ingest_text(library, doc_id, text, title=(title or None) if with_title else None)
             if res.status == "dropped_by_policy":
                 dropped += 1
             else:
