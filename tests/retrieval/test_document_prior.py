@@ -113,3 +113,14 @@ def test_a_name_is_named_by_all_its_distinctive_words() -> None:
     assert named_score(set(query_tokens("3M capex")), three_m) == 0.7
     assert named_score(set(query_tokens("Minnesota Mining and Manufacturing in 2018")), three_m) == 1.0
     assert named_score(set(query_tokens("What is the FY2018 capex?")), three_m) == 0.0
+
+
+def test_odd_metadata_names_nothing_it_should_not() -> None:
+    # only legal-form words: no distinctive name, never named (else every question would name it)
+    assert naming({"doc_id": "x", "meta": {"entity": "The Company, Inc."}}).names == ()
+    # lists, numbers, booleans and blanks, as user metadata may hold them
+    n = naming({"doc_id": "y", "meta": {"entity": ["Acme Robotics", "  "], "issuer": 42, "period": True,
+                                        "fiscal_year": 2023}})
+    assert n == Naming((frozenset({"acme", "robotics"}), frozenset({"42"})), frozenset({"2023"}))
+    assert named_score(set(query_tokens("the company")), naming({"doc_id": "x", "meta": {"entity": "The Company"}})) == 0.0
+    assert naming({"doc_id": "z"}) == Naming((), frozenset())
