@@ -368,6 +368,7 @@ def test_a_heading_line_names_the_section_where_the_outline_has_none(engine: Eng
     # Off by default (HEADING_LINES: it did not measure better): no context at all here.
     assert {r.payload.get("context") for r in engine.store.scroll(LIB, Where(kind=KIND_CHUNK))} == {None}
     monkeypatch.setattr("ragspine.indexing.pipeline.HEADING_LINES", True)
+    monkeypatch.setattr("ragspine.indexing.content_key.HEADING_LINES", True)
     engine.ingest(LIB, pdf, filename="ops.pdf")  # a new content key: the context rule is part of it
     recs = sorted(engine.store.scroll(LIB, Where(kind=KIND_CHUNK, live=True)), key=lambda r: r.payload["start"])
     assert len(recs) >= 2 and recs[0].payload["text"].startswith("Harbour Operations")

@@ -14,7 +14,6 @@ Order matters and is the point of this module:
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -25,7 +24,8 @@ from ragspine.catalog import Libraries, check_doc_id
 from ragspine.config import Settings
 from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, OversizeError
 from ragspine.indexing.bm25_stats import LibraryStatistics
-from ragspine.indexing.context import HEADING_LINES, MAX_CONTEXT, PAGE_CONTEXT, ContextBuilder
+from ragspine.indexing.content_key import content_key
+from ragspine.indexing.context import HEADING_LINES, ContextBuilder
 from ragspine.indexing.dense_backfill import fill_if_added
 from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata, with_derived
@@ -33,7 +33,7 @@ from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
 from ragspine.indexing.ocr_phase import OPEN_STATES, DeferredOcr, OcrState, PendingSources, Superseded
 from ragspine.indexing.ocr_pool import BACKGROUND, URGENT, OcrProcesses, auto_workers
 from ragspine.indexing.pdf import ParsedPDF, open_pdf
-from ragspine.indexing.profile import PROFILE_VERSION, document_profile
+from ragspine.indexing.profile import document_profile
 from ragspine.indexing.render import RenderProcesses
 from ragspine.indexing.results import IngestResult
 from ragspine.indexing.textpage import text_page
@@ -100,23 +100,8 @@ class Indexer:
             self.step_hook(name)
 
     def content_key(self, pdf_sha: str, meta: DocumentMetadata) -> str:
-        """What decides whether ingesting a PDF again changes anything: its bytes, its metadata
-        and the settings that shape what is stored. Equal keys: the ingest is ``unchanged``."""
-        s = self.settings
-        basis = {
-            "pdf": pdf_sha,
-            "meta": meta.model_dump(mode="json"),
-            "chunk": [s.chunk_chars, s.chunk_overlap],
-            "policy": [sorted(self.policy.markers), self.policy.band],
-            "bm25": self.bm25.revision,
-            "thumb": [s.thumbnail_dpi, s.thumbnail_max_px],
-            "ocr": self.ocr.opts.key(),
-            "tables": s.tables,
-            # What the document's profile and its passages' context are derived with.
-            "profile": PROFILE_VERSION,
-            "context": [MAX_CONTEXT, PAGE_CONTEXT, HEADING_LINES] if s.passage_context else None,
-        }
-        return hashlib.sha256(json.dumps(basis, sort_keys=True, default=str).encode()).hexdigest()
+        """What decides whether ingesting a PDF again changes anything (:func:`content_key`)."""
+        return content_key(pdf_sha, meta, self.settings, self.policy, self.bm25.revision, self.ocr.opts.key())
 
     # -- ingest -------------------------------------------------------------------------------
 
