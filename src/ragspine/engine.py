@@ -29,6 +29,7 @@ from ragspine.catalog import (
 from ragspine.catalog.claims import OcrClaims
 from ragspine.catalog.formats import Upgraded, upgrade
 from ragspine.catalog.leases import WriterLeases, replica_id
+from ragspine.catalog.scope import Scope, document_visible, visible_documents
 from ragspine.chain import GapLog, Glossaries, QueryChain
 from ragspine.config import Settings
 from ragspine.errors import (
@@ -277,15 +278,22 @@ class Engine:
         self.library(library)
         return self.indexer.reweight(library)
 
-    def documents(self, library: str) -> list[dict[str, Any]]:
+    def documents(self, library: str, scope: Scope = ()) -> list[dict[str, Any]]:
+        """The library's documents; with ``scope`` (an API key's filters), those it lets through."""
         self.library(library)
-        return [public_entry(e) for e in self.libraries.doc_entries(library) if e.get("active_version")]
+        entries = [e for e in self.libraries.doc_entries(library) if e.get("active_version")]
+        visible = visible_documents(self.store, library, scope,
+                                    {e["doc_id"]: e["active_version"] for e in entries})
+        return [public_entry(e) for e in entries if visible is None or e["doc_id"] in visible]
 
-    def document(self, library: str, doc_id: str) -> dict[str, Any]:
+    def document(self, library: str, doc_id: str, scope: Scope = ()) -> dict[str, Any]:
+        """A document's entry. A document ``scope`` (an API key's filters) keeps out is exactly
+        as absent as one that never existed: same error, same message."""
         self.library(library)
         check_doc_id(doc_id)
         e = self.libraries.doc_entry(library, doc_id)
-        if not e or not e.get("active_version"):
+        if (not e or not e.get("active_version")
+                or not document_visible(self.store, library, doc_id, e["active_version"], scope)):
             raise DocumentNotFoundError(f"no document '{doc_id}' in library '{library}'")
         return public_entry(e)
 
@@ -293,20 +301,20 @@ class Engine:
         self.library(library)
         self.indexer.delete(library, doc_id)
 
-    def thumbnail(self, library: str, doc_id: str, page: int) -> Path:
+    def thumbnail(self, library: str, doc_id: str, page: int, scope: Scope = ()) -> Path:
         """Path of a page's thumbnail. A page dropped by policy is exactly as absent as a page
         that never existed: same error, same message."""
-        doc = self.document(library, doc_id)
+        doc = self.document(library, doc_id, scope)
         path = self.thumbnails.path(library, doc_id, doc["version"], page)
         if page not in doc["page_numbers"] or not path.is_file() or self._page_restricted(library, doc_id, doc, page):
             raise NotFoundError(f"no page {page} in document '{doc_id}' of library '{library}'")
         return path
 
-    def page(self, library: str, doc_id: str, page: int) -> dict[str, Any]:
+    def page(self, library: str, doc_id: str, page: int, scope: Scope = ()) -> dict[str, Any]:
         """A page's text and its passages, each with its chunk id and bbox (what a hit cites).
         A RESTRICTED exit, as thumbnails are: a page dropped by policy, or whose point is
         classified RESTRICTED, is as absent as one that never existed."""
-        doc = self.document(library, doc_id)
+        doc = self.document(library, doc_id, scope)
         missing = NotFoundError(f"no page {page} in document '{doc_id}' of library '{library}'")
         if page not in doc["page_numbers"]:
             raise missing
@@ -331,14 +339,14 @@ class Engine:
         recs = self.store.retrieve(library, [pid], fields=["sensitivity", CLASSIFICATION])
         return not recs or point_restricted(recs[0].payload)
 
-    def similarity_map(self, library: str, doc_id: str, page: int, query: str) -> SimilarityMap:
+    def similarity_map(self, library: str, doc_id: str, page: int, query: str, scope: Scope = ()) -> SimilarityMap:
         """Where on a page the query's tokens match (the visual channel's MaxSim, explained).
 
         404 (as for a thumbnail) when the page does not exist or was dropped by policy, and
         when the library has no page vectors; 503 when its page model is down; 422 for an
         empty or oversized query.
         """
-        doc = self.document(library, doc_id)
+        doc = self.document(library, doc_id, scope)
         if page not in doc["page_numbers"]:
             raise NotFoundError(f"no page {page} in document '{doc_id}' of library '{library}'")
         if not query.strip() or len(query) > self.settings.max_query_chars:

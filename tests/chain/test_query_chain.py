@@ -186,9 +186,10 @@ def test_restricted_content_never_leaves_through_the_chain(data_dir: Path) -> No
             assert "zqx" not in text
         gaps = eng.store.scroll("lib", Where(kind=KIND_GAP))
         assert [g.payload["query"] for g in gaps] == ["zqxsecretbody plan"]
-        for g in gaps:  # the query as typed, its filters, counts and times - nothing found
-            assert set(g.payload) == {"kind", "gap_id", "query", "filters", "hit_count", "first_seen",
+        for g in gaps:  # the query as typed, its filters, key filter, counts and times - nothing found
+            assert set(g.payload) == {"kind", "gap_id", "query", "filters", "scope", "hit_count", "first_seen",
                                       "last_seen", "reason", "writes"}
+            assert g.payload["scope"] == "[]"  # searched without an API key's filter
             assert all(len(w) == 32 and int(w, 16) >= 0 for w in g.payload["writes"])  # random ids only
     finally:
         eng.close()

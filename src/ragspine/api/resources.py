@@ -228,6 +228,9 @@ class Gap(Reply):
     gap_id: str
     query: str
     filters: list[dict[str, Any]] = Field(default_factory=list)
+    #: The filter of the API key it was searched through (empty: none). A key with a filter
+    #: sees only the gaps searched through that same filter.
+    scope: list[dict[str, Any]] = Field(default_factory=list)
     hit_count: int
     first_seen: float
     last_seen: float

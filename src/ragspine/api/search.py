@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from ragspine.api._base import Reply
 from ragspine.api.names import FIELD_NAME_PATTERN, LIBRARY_NAME_PATTERN, QUERY_PATTERN
@@ -83,6 +83,23 @@ class SearchRequest(BaseModel):
     #: After rerank: ``mmr`` (drop near-duplicate passages), ``lost_in_middle`` (best at both ends).
     postprocess: list[PostStep] = Field(default_factory=list, max_length=len(POST_STEPS),
                                         json_schema_extra={"uniqueItems": True})
+
+    #: Per library, filters an API key carries (its scope): never sent by a client, never in the
+    #: schema, set by the server from the caller's key (:meth:`scoped`). ANDed with ``filters``
+    #: in every channel of that library, and never dropped (not by the unfiltered fallback, not
+    #: by the corrective loop). ``model_copy`` keeps it; a request rebuilt from its JSON does
+    #: not, which is why the server sets it after validation, on the object it searches with.
+    _scope: dict[str, list[dict[str, Any]]] = PrivateAttr(default_factory=dict)
+
+    @property
+    def scope(self) -> dict[str, list[dict[str, Any]]]:
+        return self._scope
+
+    def scoped(self, scope: dict[str, list[dict[str, Any]]]) -> SearchRequest:
+        """A copy whose searches of each library in ``scope`` keep to its filters."""
+        out = self.model_copy()
+        out._scope = {lib: list(fs) for lib, fs in scope.items() if fs}
+        return out
 
     @field_validator("query")
     @classmethod

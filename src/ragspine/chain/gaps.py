@@ -18,6 +18,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from ragspine.catalog import Libraries, point_id
@@ -35,10 +36,14 @@ MAX_RECORD_TRIES = 64
 RECENT_WRITES = 32
 #: Most gaps listed at once.
 MAX_GAPS_LISTED = 1000
-_FIELDS = ("gap_id", "query", "filters", "hit_count", "first_seen", "last_seen", "reason")
+_FIELDS = ("gap_id", "query", "filters", "scope", "hit_count", "first_seen", "last_seen", "reason")
 
 
-def gap_id(query: str, filters: list[dict[str, Any]]) -> str:
+def gap_id(query: str, filters: list[dict[str, Any]], scope: Sequence[dict[str, Any]] = ()) -> str:
+    """One gap per query, filters and key filter (a gap without a key filter keeps the id it
+    had before key filters existed)."""
+    if scope:
+        return point_id("gap", norm(query), canonical_filters(filters), canonical_filters(list(scope)))
     return point_id("gap", norm(query), canonical_filters(filters))
 
 
@@ -57,9 +62,11 @@ class GapLog:
         with self._guard:
             return self._locks.setdefault(library, threading.Lock())
 
-    def record(self, library: str, query: str, filters: list[dict[str, Any]], reason: str) -> None:
-        """Count one miss of ``query`` with ``filters`` in ``library``."""
-        gid = gap_id(query, filters)
+    def record(self, library: str, query: str, filters: list[dict[str, Any]], reason: str,
+               scope: Sequence[dict[str, Any]] = ()) -> None:
+        """Count one miss of ``query`` with ``filters`` in ``library``, searched through an API
+        key's filter ``scope`` (empty: none)."""
+        gid = gap_id(query, filters, scope)
         # The lock counts exactly within this process; across replicas (one Qdrant, several
         # processes) each increment is a conditional write on the count it read, retried when
         # another replica's landed first (Store.put_if: Qdrant's update_filter).
@@ -79,6 +86,7 @@ class GapLog:
                     "gap_id": gid,
                     "query": norm(query),
                     "filters": canonical_filters(filters),
+                    "scope": canonical_filters(list(scope)),
                     "hit_count": int(prev["hit_count"]) + 1 if prev else 1,
                     "first_seen": prev["first_seen"] if prev else now,
                     "last_seen": now,
@@ -90,28 +98,36 @@ class GapLog:
                     return
             logger.warning("gap log of %s: a miss was not counted (%d conflicting writers)", library, MAX_RECORD_TRIES)
 
-    def list(self, library: str, limit: int = 100) -> list[dict[str, Any]]:
-        """Gaps by hit count (most asked first), then most recent."""
+    def list(self, library: str, limit: int = 100, scope: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+        """Gaps by hit count (most asked first), then most recent; with ``scope`` (an API key's
+        filter) only those searched through the same filter."""
         if not 1 <= limit <= MAX_GAPS_LISTED:
             raise InvalidRequestError(f"limit must be between 1 and {MAX_GAPS_LISTED}, got {limit}")
         self.libraries.open(library)
         recs = self.store.scroll(library, Where(kind=KIND_GAP), fields=list(_FIELDS))
-        gaps = [_public(library, r.payload) for r in recs]
+        gaps = [_public(library, r.payload) for r in recs if _seen_by(r.payload, scope)]
         gaps.sort(key=lambda g: (-g["hit_count"], -g["last_seen"], g["gap_id"]))
         return gaps[:limit]
 
-    def delete(self, library: str, gid: str) -> None:
+    def delete(self, library: str, gid: str, scope: Sequence[dict[str, Any]] = ()) -> None:
         self.libraries.open(library)
         with self._lock(library):
             # Only a gap point: the id of a document's point must not delete it through this route.
-            recs = self.store.retrieve(library, [gid], fields=["kind"]) if _is_uuid(gid) else []
-            if not recs or recs[0].payload.get("kind") != KIND_GAP:
+            recs = self.store.retrieve(library, [gid], fields=["kind", "scope"]) if _is_uuid(gid) else []
+            if not recs or recs[0].payload.get("kind") != KIND_GAP or not _seen_by(recs[0].payload, scope):
                 raise NotFoundError(f"no gap '{gid}' in library '{library}'")
             self.store.delete_ids(library, [gid])
 
-    def clear(self, library: str) -> int:
+    def clear(self, library: str, scope: Sequence[dict[str, Any]] = ()) -> int:
+        """Delete every gap of the library (with ``scope``: those searched through it)."""
         self.libraries.open(library)
         with self._lock(library):
+            if scope:
+                recs = self.store.scroll(library, Where(kind=KIND_GAP), fields=["scope"])
+                ids = [r.id for r in recs if _seen_by(r.payload, scope)]
+                if ids:
+                    self.store.delete_ids(library, ids)
+                return len(ids)
             n = self.store.count(library, Where(kind=KIND_GAP))
             if n:
                 self.store.delete(library, Where(kind=KIND_GAP))
@@ -124,11 +140,18 @@ def _public(library: str, p: dict[str, Any]) -> dict[str, Any]:
         "library": library,
         "query": p["query"],
         "filters": json.loads(p.get("filters") or "[]"),
+        "scope": json.loads(p.get("scope") or "[]"),
         "hit_count": int(p["hit_count"]),
         "first_seen": p["first_seen"],
         "last_seen": p["last_seen"],
         "reason": p.get("reason"),
     }
+
+
+def _seen_by(payload: dict[str, Any], scope: Sequence[dict[str, Any]]) -> bool:
+    """A caller without a key filter sees every gap; one with a filter, the gaps searched
+    through the same filter."""
+    return not scope or (payload.get("scope") or "[]") == canonical_filters(list(scope))
 
 
 def _is_uuid(value: str) -> bool:

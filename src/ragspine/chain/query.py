@@ -197,7 +197,7 @@ class QueryChain:
         reason = f"abstained: {res.corrective['reason']}" if res.abstained and res.corrective else "no_hits"
         for lib in req.libraries:
             try:
-                self.gaps.record(lib, req.query, req.filters, reason)
+                self.gaps.record(lib, req.query, req.filters, reason, scope=req.scope.get(lib, []))
             except Exception:  # the log must never fail a search
                 logger.exception("knowledge-gap log: could not record a miss in library %s", lib)
 

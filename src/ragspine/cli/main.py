@@ -142,7 +142,12 @@ def _run_server(settings: Any, args: argparse.Namespace, engine: Any = None) -> 
 
     from ragspine.serving.app import create_app
 
-    app = create_app(settings, engine, close_engine=True)  # the caller's engine is closed at shutdown too
+    from ragspine.serving.auth import KeysError
+
+    try:
+        app = create_app(settings, engine, close_engine=True)  # the caller's engine is closed at shutdown too
+    except KeysError as exc:
+        _fail(f"bad API keys (RAGSPINE_API_KEYS or RAGSPINE_API_KEYS_FILE): {exc}")
     print(f"ragspine serving on http://{args.host}:{args.port} (data dir {settings.data_dir})",
           file=sys.stderr)
     # On SIGTERM, open requests get a few seconds (a 'wait=true' upload's job goes on without its

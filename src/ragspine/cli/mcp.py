@@ -61,8 +61,13 @@ def _serve_local(args: argparse.Namespace, headers: dict[str, str]) -> int:
         engine = Engine(settings)
     except DataDirInUseError as exc:
         _fail(f"{exc.detail}: run 'ragspine mcp --url http://HOST:PORT' to go through it", EXIT_FAILED)
+    from ragspine.serving.auth import KeysError
+
     try:
-        app = create_app(settings, engine=engine)
+        try:
+            app = create_app(settings, engine=engine)
+        except KeysError as exc:
+            _fail(f"bad API keys (RAGSPINE_API_KEYS or RAGSPINE_API_KEYS_FILE): {exc}")
         RagspineMCP(in_process(app), fixed_headers=headers).run("stdio")
     finally:
         engine.close()

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ragspine.config.api_keys import parse_api_keys
+from ragspine.config.api_keys import KeyEntry, parse_api_keys, read_keys_file
 from ragspine.config.ranking import RankingSettings
 from ragspine.config.fusion import (
     DEFAULT_BM25_B,
@@ -172,8 +172,13 @@ class Settings(RankingSettings):
     #: about 20 bytes a posting; larger ones are searched by the store.
     lexical_max_postings: int = Field(default=10_000_000, ge=0)
 
-    #: API keys and the libraries each may use: ``"KEY1=lib-a,lib-b;KEY2=*"``. Unset: no auth.
+    #: API keys, the libraries each may read and the filter it reads them through:
+    #: ``"KEY1=lib-a,lib-b(region in [emea]);KEY2=*"`` (:mod:`ragspine.config.api_keys`).
+    #: Unset, and no ``api_keys_file``: no auth.
     api_keys: SecretStr | None = None
+    #: A JSON file of keys in the same terms (secrets or their SHA-256), read again whenever it
+    #: changes, without a restart. Set: auth is on, even while the file lists no key.
+    api_keys_file: Path | None = None
     #: The MCP endpoint (/mcp) answers every request on its own, with no session: needed when
     #: several replicas behind one address answer one client (Ray Serve sets it on its ingress).
     mcp_stateless: bool = False
@@ -379,8 +384,16 @@ class Settings(RankingSettings):
             parse_api_keys(v.get_secret_value())
         return v
 
-    def api_key_map(self) -> dict[str, frozenset[str]] | None:
-        """``key → allowed libraries`` (``"*"`` = all), or None when auth is off."""
+    @field_validator("api_keys_file")
+    @classmethod
+    def _keys_file_parses(cls, v: Path | None) -> Path | None:
+        if v is not None:
+            read_keys_file(v)
+        return v
+
+    def api_key_map(self) -> dict[str, KeyEntry] | None:
+        """``RAGSPINE_API_KEYS``'s entries by the SHA-256 of their key, or None when unset (the
+        keys file is read by the server, which follows its changes)."""
         if self.api_keys is None or not self.api_keys.get_secret_value().strip():
             return None
         return parse_api_keys(self.api_keys.get_secret_value())

@@ -29,6 +29,7 @@ from ragspine.graph._service import (
     _check_direction,
 )
 from ragspine.graph.errors import UnknownEntityError
+from ragspine.graph.store import GraphStore
 from ragspine.scoring.fusion import rrf
 
 if TYPE_CHECKING:
@@ -66,13 +67,17 @@ def expanded_search(service: GraphService, req: SearchRequest, searcher: Searche
     base = req.model_copy(update={"expand": None, "allow_unfiltered_fallback": False})
     searcher.validate(base)
     reached: list[tuple[str, Node, list[Neighbor]]] = []
+    # Per library, the graph the caller may see (an API key's filter: the visible documents'
+    # contributions only), for the walk and for the documents each entity leads to.
+    graphs: dict[str, GraphStore] = {}
     for lib in req.libraries:
         service._ensure_built(lib)
+        g = graphs[lib] = service.graphs_for(lib, req.scope.get(lib, []))
         try:
-            origin = service.resolve(lib, spec.entity)
+            origin = service.resolve(lib, spec.entity, g)
         except UnknownEntityError:
             continue
-        found, _ = service.graphs.neighbors(
+        found, _ = g.neighbors(
             lib, origin.id, relations=relations, depth=spec.depth, direction=spec.direction,  # type: ignore[arg-type]
             limit=MAX_EXPANDED_ENTITIES, skip_types=(DOCUMENT,),
         )
@@ -84,10 +89,10 @@ def expanded_search(service: GraphService, req: SearchRequest, searcher: Searche
             f"no entity {spec.entity!r} in the graph of {libs}; find one with "
             "GET /v1/libraries/{lib}/graph/entities?q=..."
         )
-    hits, degraded, mode = _expanded(service, base, searcher, reached)
+    hits, degraded, mode = _expanded(service, base, searcher, reached, graphs)
     relaxed = False
     if not hits and req.filters and req.allow_unfiltered_fallback:
-        hits, degraded, mode = _expanded(service, base.model_copy(update={"filters": []}), searcher, reached)
+        hits, degraded, mode = _expanded(service, base.model_copy(update={"filters": []}), searcher, reached, graphs)
         relaxed = True
         degraded.append("filters_relaxed: no hit matched the filters; showing results without them "
                         "(the graph's entity filter still applies)")
@@ -106,7 +111,8 @@ def expanded_search(service: GraphService, req: SearchRequest, searcher: Searche
     )
 
 def _expanded(
-    service: GraphService, base: SearchRequest, searcher: Searcher, reached: list[tuple[str, Node, list[Neighbor]]]
+    service: GraphService, base: SearchRequest, searcher: Searcher, reached: list[tuple[str, Node, list[Neighbor]]],
+    graphs: Mapping[str, GraphStore],
 ) -> tuple[list[SearchHit], list[str], str]:
     sub_k = min(service.settings.max_top_k, max(EXPAND_CANDIDATE_FACTOR * base.top_k, MIN_EXPAND_CANDIDATES))
     rankings: list[list[tuple[str, str, int]]] = []
@@ -117,7 +123,7 @@ def _expanded(
     mode = "bm25" if base.mode in ("bm25", "lexical") else "economy"
     for lib, origin, items in reached:
         for nb in items:
-            links = _doc_links(service, lib, nb.node.id)
+            links = _doc_links(graphs[lib], lib, nb.node.id)
             if not links:
                 continue
             sub = base.model_copy(update={
@@ -147,11 +153,11 @@ def _expanded(
             for key, score in fused[: base.top_k]]
     return hits, degraded, mode
 
-def _doc_links(service: GraphService, library: str, entity_id: str) -> dict[str, Link]:
+def _doc_links(graphs: GraphStore, library: str, entity_id: str) -> dict[str, Link]:
     """Documents tied to an entity: by metadata (every page) or by text (the pages that
     mention it), with the citations of each tie."""
     out: dict[str, Link] = {}
-    for e in service.graphs.edges(library, entity_id, relations=("mentions",), direction="in"):
+    for e in graphs.edges(library, entity_id, relations=("mentions",), direction="in"):
         if not e.source.startswith(DOC_NODE_PREFIX) or e.target != entity_id:
             continue
         meta = [c for c in e.citations if c.get("kind") == CITE_METADATA]

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragspine.catalog import Libraries
+from ragspine.catalog.scope import Scope, visible_documents
 from ragspine.config import Settings
 from ragspine.errors import InvalidRequestError
 from ragspine.graph._backfill import backfill
@@ -48,6 +49,7 @@ from ragspine.graph._model import (
     relation_list,
 )
 from ragspine.graph._stored import StoredGraphStore
+from ragspine.graph._view import GraphViews
 from ragspine.graph.errors import AmbiguousEntityError, UnknownEntityError
 from ragspine.graph.store import DIRECTIONS, GraphStore, open_graph_store
 from ragspine.policy import is_restricted, point_restricted
@@ -91,6 +93,8 @@ class GraphService:
             # writer lease (a SQLite file on a shared network volume is not safe to share).
             graph_store = StoredGraphStore(store, libraries) if in_store else open_graph_store(settings.data_dir)
         self.graphs = graph_store
+        #: Graphs of some sources only, for API keys that read a library through a filter.
+        self.views = GraphViews(graph_store)
         #: Optional model-based relation extractor; off (None) by default.
         self.extractor = extractor
         self._matchers: dict[str, tuple[dict[str, str], AliasMatcher]] = {}
@@ -299,35 +303,52 @@ class GraphService:
                 groups.append(names)
         return groups
 
-    def entities(self, library: str, query: str = "", *, type: str | None = None, limit: int = 20) -> list[Node]:
+    def graphs_for(self, library: str, scope: Scope = ()) -> GraphStore:
+        """The graph a caller reading ``library`` through an API key's filter ``scope`` sees:
+        the declared relations and what the documents ``scope`` lets through contributed (no
+        filter: the whole graph). Call after :meth:`_ensure_built`."""
+        if not scope:
+            return self.graphs
+        versions = {e["doc_id"]: e["active_version"] for e in self.libraries.doc_entries(library)
+                    if e.get("active_version")}
+        visible = visible_documents(self.store, library, scope, versions) or ()
+        sources = {DECLARED} | {p + d for d in visible for p in (META_PREFIX, TEXT_PREFIX)}
+        return self.views.view(library, sources & set(self.graphs.source_keys(library)))
+
+    def entities(self, library: str, query: str = "", *, type: str | None = None, limit: int = 20,
+                 scope: Scope = ()) -> list[Node]:
         self.libraries.open(library)
         self._ensure_built(library)
+        graphs = self.graphs_for(library, scope)
         types = None
         if type is not None:
             if type not in ENTITY_TYPES:
                 raise InvalidRequestError(f"unknown entity type {type!r}; allowed: {', '.join(ENTITY_TYPES)}")
             types = {type}
-        return self.graphs.find(library, query, types=types, limit=limit)
+        return graphs.find(library, query, types=types, limit=limit)
 
-    def resolve(self, library: str, ref: str) -> Node:
-        """The node ``ref`` names: an id, or a name or alias naming exactly one entity."""
-        node = self.graphs.node(library, ref)
+    def resolve(self, library: str, ref: str, graphs: GraphStore | None = None) -> Node:
+        """The node ``ref`` names in ``graphs`` (default: the whole graph): an id, or a name or
+        alias naming exactly one entity."""
+        if graphs is None:
+            graphs = self.graphs
+        node = graphs.node(library, ref)
         if node is not None:
             return node
-        ids = self.graphs.lookup(library, ref)
+        ids = graphs.lookup(library, ref)
         if len(ids) == 1:
-            found = self.graphs.node(library, ids[0])
+            found = graphs.node(library, ids[0])
             if found is not None:
                 return found
         if len(ids) > 1:
-            names = [n for n in (self.graphs.node(library, i) for i in ids) if n is not None]
+            names = [n for n in (graphs.node(library, i) for i in ids) if n is not None]
             listed = ", ".join(f"{n.id} ({n.name}, {n.type})" for n in names)
             raise AmbiguousEntityError(f"{ref!r} names {len(ids)} entities in library '{library}': {listed}; "
                                        "ask by id")
-        similar = self.graphs.find(library, ref, limit=5)
+        similar = graphs.find(library, ref, limit=5)
         if similar:
             hint = "; did you mean " + ", ".join(f"{n.id} ({n.name})" for n in similar)
-        elif self.graphs.find(library, "", limit=1):
+        elif graphs.find(library, "", limit=1):
             hint = f"; look entities up with GET /v1/libraries/{library}/graph/entities?q=NAME"
         else:
             hint = (f"; the graph is empty: declare relations (POST /v1/libraries/{library}/graph/relations) "
@@ -337,6 +358,7 @@ class GraphService:
     def neighbors(
         self, library: str, ref: str, *, relation: str | Sequence[str] | None = None, depth: int = 1,
         direction: str = "both", limit: int = DEFAULT_NEIGHBORS, max_citations: int = MAX_CITATIONS_SHOWN,
+        scope: Scope = (),
     ) -> dict[str, Any]:
         self.libraries.open(library)
         relations = relation_list(relation)
@@ -344,8 +366,9 @@ class GraphService:
         _check_direction(direction)
         _check_limit(limit, MAX_NEIGHBORS)
         self._ensure_built(library)
-        origin = self.resolve(library, ref)
-        found, truncated = self.graphs.neighbors(
+        graphs = self.graphs_for(library, scope)
+        origin = self.resolve(library, ref, graphs)
+        found, truncated = graphs.neighbors(
             library, origin.id, relations=relations, depth=depth, direction=direction, limit=limit  # type: ignore[arg-type]
         )
         return {
@@ -358,6 +381,7 @@ class GraphService:
     def paths(
         self, library: str, source: str, target: str, *, max_hops: int = DEFAULT_MAX_HOPS,
         relation: str | Sequence[str] | None = None, max_citations: int = MAX_CITATIONS_SHOWN,
+        scope: Scope = (),
     ) -> dict[str, Any]:
         """A shortest path (edges in either direction) of at most ``max_hops``, every edge with
         its citations; ``found`` is false when there is none that short."""
@@ -365,14 +389,15 @@ class GraphService:
         relations = relation_list(relation)
         check_depth(max_hops, what="max_hops", high=MAX_PATH_HOPS)
         self._ensure_built(library)
-        a, b = self.resolve(library, source), self.resolve(library, target)
-        path = self.graphs.shortest_path(library, a.id, b.id, max_hops=max_hops, relations=relations)
+        graphs = self.graphs_for(library, scope)
+        a, b = self.resolve(library, source, graphs), self.resolve(library, target, graphs)
+        path = graphs.shortest_path(library, a.id, b.id, max_hops=max_hops, relations=relations)
         nodes: list[dict[str, Any]] = []
         if path is not None:
             ids = [a.id]
             for e in path:
                 ids.append(e.target if e.source == ids[-1] else e.source)
-            nodes = [_brief(self.graphs.node(library, i)) for i in ids]
+            nodes = [_brief(graphs.node(library, i)) for i in ids]
         return {
             "from": a.to_json(), "to": b.to_json(), "max_hops": max_hops,
             "relations": list(relations) if relations else None, "found": path is not None,

@@ -86,6 +86,13 @@ class Trace:
                     self.top_dense = top if self.top_dense is None else max(self.top_dense, top)
 
 
+def _scope_predicates(req: SearchRequest) -> dict[str, tuple[Predicate, ...]]:
+    """The request's per-library key filters (:attr:`SearchRequest.scope`), parsed. They are
+    not checked against the library's field types: a key's filter on a field a library lacks
+    matches what Qdrant matches there (``eq``/``in``/ranges nothing, ``ne``/``nin`` all)."""
+    return {lib: tuple(parse_filters(fs)) for lib, fs in req.scope.items()}
+
+
 class Searcher:
     def __init__(self, settings: Settings, store: Store, libraries: Libraries, models: ModelSet | None = None,
                  lexical: LexicalIndex | None = None) -> None:
@@ -181,14 +188,18 @@ class Searcher:
         per_lib: list[list[PageKey]] = []
         visual_ran = False
         t = time.perf_counter()
+        scope = _scope_predicates(req)
         for lib in req.libraries:
+            # The caller's key's filters on this library are ANDed with the request's, here, so
+            # that nothing (the unfiltered fallback, the corrective loop's retry) can drop them.
+            lib_preds = [*preds, *scope.get(lib, ())]
             active = self.libraries.active_versions(lib)
             named = self.documents.scores(lib, req.query, active) if priors.document_weight > 0 else {}
             ranking: list[tuple[PageKey, float]] | None = None
             if self.lexical is not None and lexical_only:
                 # The whole candidate list only when a prior may lift pages from below the depth.
                 keep = limit if named or priors.neighbour_weight > 0 else depth
-                ranking, fusion = self._lexical_ranking(lib, qv, preds, limit, keep, cands)
+                ranking, fusion = self._lexical_ranking(lib, qv, lib_preds, limit, keep, cands)
             if ranking is None:
                 rec = self.libraries.get(lib)
                 lm = library_models(rec, self.models)
@@ -196,7 +207,7 @@ class Searcher:
                 fusion = fusion_for(s, plan, dense_ready="dense" in queries and lm.dense is not None,
                                     visual_ready="visual" in queries and lm.page is not None,
                                     has_terms=bool(qv.indices))
-                q = ChannelQuery(text=req.query, library=lib, predicates=tuple(preds), limit=limit, depth=depth,
+                q = ChannelQuery(text=req.query, library=lib, predicates=tuple(lib_preds), limit=limit, depth=depth,
                                  bm25=qv, vectors=queries, models=lm, active=active)
                 outputs: list[ChannelPages] = [ch.rank(q) for ch in page_channels(self.store, self.lexical, s, rec)
                                                if ch.name in fusion.weights]

@@ -74,7 +74,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
     metrics.ocr_backlog(lambda: eng.ocr_queue.backlog, lambda: pool.backlog if pool is not None else 0)
     metrics.dense_backlog(lambda: eng.dense_queue.backlog)
     defer_dense = eng.defer_dense(serving=True)
-    auth = Auth(settings.api_key_map())
+    auth = Auth(settings.api_key_map(), settings.api_keys_file)
     # One process owns an embedded store's data dir: every leftover upload there is a crash's.
     upload_dir = spool_dir(Path(settings.data_dir) / "uploads", eng.replica,
                            stale_after=STALE_SPOOL_SECONDS if eng.libraries.leased else 0.0)
@@ -213,7 +213,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
 
     @app.post("/v1/libraries", status_code=201, tags=["libraries"], **typed(api.LibraryCreated))
     def create_library(body: api.CreateLibrary, who: Who) -> dict[str, Any]:
-        who.require(body.name)
+        who.require_whole(body.name, "creating a library")
         rec = eng.create_library(body.name)
         return {"name": rec.name, "created_at": rec.created_at, "encoders": rec.encoders}
 
@@ -224,7 +224,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
             if not who.allows(name):
                 continue
             try:
-                docs = eng.documents(name)
+                docs = eng.documents(name, who.scope(name))
             except LibraryUnavailableError as exc:  # listed, not readable: the detail says what to run
                 out.append({"name": name, "documents": None, "pages": None, "problem": exc.detail})
                 continue
@@ -234,7 +234,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
 
     @app.delete("/v1/libraries/{lib}", status_code=204, tags=["libraries"])
     def delete_library(lib: Lib, who: Who) -> Response:
-        who.require(lib)
+        who.require_whole(lib, "deleting the library")
         eng.delete_library(lib)
         return Response(status_code=204)
 
@@ -244,7 +244,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
         the passage text it stores (no PDF is parsed again). Answers when done (~100 passages/s
         on 2 cores); ingests into the library wait meanwhile, searches go on without the dense
         channel until it is done."""
-        who.require(lib)
+        who.require_whole(lib, "adding dense vectors")
         return eng.add_dense(lib).to_json()
 
     # -- documents ----------------------------------------------------------------------------
@@ -260,7 +260,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
                             "period, topic, geography, language, sensitivity, page_sensitivity, custom fields")] = None,
         wait: Annotated[bool, Query(description="answer when the ingest is done, its OCR included")] = False,
     ) -> JSONResponse:
-        who.require(lib)
+        who.require_whole(lib, "uploading a document")
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > settings.max_upload_bytes + 65536:
             raise OversizeError(too_big(int(declared), settings.max_upload_bytes))
@@ -361,23 +361,25 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
     @app.get("/v1/jobs/{job_id}", tags=["documents"], **typed(api.Job))
     def get_job(job_id: JobId, who: Who) -> dict[str, Any]:
         state = jobs.lookup(job_id)  # this replica's, else any replica's (from the store)
-        if state is None or not who.allows(state["library"]):
+        # A key with a filter writes nothing, so no job is its own; another key's job would
+        # name a document the filter may keep out.
+        if state is None or not who.allows(state["library"]) or who.scope(state["library"]):
             raise NotFoundError(f"no job '{job_id}'")
         return state
 
     @app.get("/v1/libraries/{lib}/documents", tags=["documents"], **typed(api.DocumentList))
     def list_documents(lib: Lib, who: Who) -> dict[str, Any]:
         who.require(lib)
-        return {"documents": eng.documents(lib)}
+        return {"documents": eng.documents(lib, who.scope(lib))}
 
     @app.get("/v1/libraries/{lib}/documents/{doc_id}", tags=["documents"], **typed(api.Document))
     def get_document(lib: Lib, doc_id: DocId, who: Who) -> dict[str, Any]:
         who.require(lib)
-        return eng.document(lib, doc_id)
+        return eng.document(lib, doc_id, who.scope(lib))
 
     @app.delete("/v1/libraries/{lib}/documents/{doc_id}", status_code=204, tags=["documents"])
     def delete_document(lib: Lib, doc_id: DocId, who: Who) -> Response:
-        who.require(lib)
+        who.require_whole(lib, "deleting a document")
         eng.delete_document(lib, doc_id)
         return Response(status_code=204)
 
@@ -385,7 +387,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
     def get_page(lib: Lib, doc_id: DocId, n: PageNo, who: Who) -> dict[str, Any]:
         """A page's text and its passages (chunk id, bbox, text): what a hit on it cites."""
         who.require(lib)
-        out = eng.page(lib, doc_id, n)
+        out = eng.page(lib, doc_id, n, who.scope(lib))
         out["thumbnail_url"] = f"/v1/libraries/{lib}/documents/{doc_id}/pages/{n}/thumbnail"
         return out
 
@@ -393,7 +395,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
              response_class=FileResponse)
     def thumbnail(lib: Lib, doc_id: DocId, n: PageNo, who: Who) -> FileResponse:
         who.require(lib)
-        path = eng.thumbnail(lib, doc_id, n)
+        path = eng.thumbnail(lib, doc_id, n, who.scope(lib))
         return FileResponse(path, media_type="image/png",
                             headers={"Cache-Control": "private, max-age=300"})
 
@@ -405,7 +407,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
         with one pixel per patch, to stretch over the page image, or ``format=json`` for the
         per-token grids, their MaxSim contributions and the page's visual score."""
         who.require(lib)
-        sm = eng.similarity_map(lib, doc_id, n, query)
+        sm = eng.similarity_map(lib, doc_id, n, query, who.scope(lib))
         if format == "json":
             return JSONResponse(sm.to_json())
         return Response(heatmap_png(sm.combined), media_type="image/png",
@@ -417,7 +419,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
     def search(body: api.SearchRequest, who: Who) -> dict[str, Any]:
         for lib in body.libraries:
             who.require(lib)
-        res = eng.search(body)
+        res = eng.search(body.scoped(who.scopes(body.libraries)))
         for reason in res.degraded_reasons:
             metrics.degraded(reason.split(":", 1)[0])
         out = res.to_json()

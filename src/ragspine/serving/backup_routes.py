@@ -24,7 +24,7 @@ from starlette.background import BackgroundTask
 
 from ragspine.api import LIBRARY_NAME_PATTERN, Restored
 from ragspine.errors import InvalidRequestError, OversizeError
-from ragspine.serving.auth import ALL, Auth, Principal
+from ragspine.serving.auth import Auth, Principal
 from ragspine.serving.openapi import typed
 from ragspine.serving.params import Lib
 from ragspine.serving.spool import spool, too_big
@@ -38,8 +38,9 @@ TAR = "application/x-tar"
 
 
 def _require_all(who: Principal) -> None:
-    if who.libraries is not None and ALL not in who.libraries:
-        raise HTTPException(403, "backup and restore need an API key allowed every library ('*')")
+    if not who.everything:  # a backup holds every document: a key with a filter may not take one
+        raise HTTPException(403, "backup and restore need an API key allowed every library ('*'), "
+                                 "without a filter")
 
 
 def backup_router(engine: "Engine", auth: Auth, settings: "Settings", folder: Path) -> APIRouter:

@@ -40,7 +40,7 @@ def chain_router(engine: "Engine", auth: Auth) -> APIRouter:
     ) -> dict[str, Any]:
         """Replace the library's glossary. Validated in full first: 422 naming every bad row
         (empty or one-character names, a term defined twice, a term without synonyms)."""
-        who.require(lib)
+        who.require_whole(lib, "replacing the glossary")
         data = await file.read(MAX_GLOSSARY_BYTES + 1)
         if len(data) > MAX_GLOSSARY_BYTES:
             raise OversizeError(f"the glossary is larger than the limit of {MAX_GLOSSARY_BYTES} bytes")
@@ -61,7 +61,7 @@ def chain_router(engine: "Engine", auth: Auth) -> APIRouter:
 
     @router.delete("/glossary", status_code=204, tags=["query chain"])
     def delete_glossary(lib: Lib, who: Who) -> Response:
-        who.require(lib)
+        who.require_whole(lib, "deleting the glossary")
         engine.library(lib)
         engine.glossaries.delete(lib)
         return Response(status_code=204)
@@ -74,24 +74,25 @@ def chain_router(engine: "Engine", auth: Auth) -> APIRouter:
     ) -> dict[str, Any]:
         """Queries the library could not answer (no hit, or the corrective loop abstained),
         most asked first: ``{gap_id, query (normalised), filters, hit_count, first_seen,
-        last_seen, reason}``."""
+        last_seen, reason}``. A key with a filter sees the gaps searched through that filter."""
         who.require(lib)
         engine.library(lib)
-        return {"gaps": engine.gaps.list(lib, limit)}
+        return {"gaps": engine.gaps.list(lib, limit, who.scope(lib))}
 
     @router.delete("/gaps/{gap_id}", status_code=204, tags=["query chain"])
     def delete_gap(lib: Lib, gap_id: GapId, who: Who) -> Response:
         """Clear one gap (e.g. once a document that answers it is indexed)."""
         who.require(lib)
         engine.library(lib)
-        engine.gaps.delete(lib, gap_id)
+        engine.gaps.delete(lib, gap_id, who.scope(lib))
         return Response(status_code=204)
 
     @router.delete("/gaps", tags=["query chain"], **typed(GapsCleared))
     def clear_gaps(lib: Lib, who: Who) -> dict[str, int]:
-        """Clear every gap of the library; says how many there were."""
+        """Clear every gap of the library (a key with a filter: those searched through it);
+        says how many there were."""
         who.require(lib)
         engine.library(lib)
-        return {"deleted": engine.gaps.clear(lib)}
+        return {"deleted": engine.gaps.clear(lib, who.scope(lib))}
 
     return router

@@ -52,7 +52,7 @@ def graph_router(engine: "Engine", auth: Auth) -> APIRouter:
         """Declare relations between entities. The file is validated in full (unknown relation
         or type, self-loops, cycles in subsidiary_of / derived_from: 422 naming the row) before
         anything changes."""
-        who.require(lib)
+        who.require_whole(lib, "declaring relations")
         data = await file.read(MAX_RELATIONS_BYTES + 1)
         if len(data) > MAX_RELATIONS_BYTES:
             raise RelationsTooLargeError(
@@ -80,7 +80,8 @@ def graph_router(engine: "Engine", auth: Auth) -> APIRouter:
         names containing it."""
         who.require(lib)
         engine.library(lib)
-        return {"entities": [n.to_json() for n in engine.graph.entities(lib, q, type=type, limit=limit)]}
+        return {"entities": [n.to_json() for n in engine.graph.entities(lib, q, type=type, limit=limit,
+                                                                      scope=who.scope(lib))]}
 
     # ``:path``: a name given as the id may hold '/' ("S&P/ASX 200"); the client encodes it as
     # %2F, and the server has decoded it before routing.
@@ -99,7 +100,7 @@ def graph_router(engine: "Engine", auth: Auth) -> APIRouter:
         who.require(lib)
         engine.library(lib)
         return engine.graph.neighbors(lib, entity_id, relation=relation, depth=depth, direction=direction,
-                                      limit=limit)
+                                      limit=limit, scope=who.scope(lib))
 
     @router.get("/paths", **typed(GraphPaths))
     def paths(
@@ -114,6 +115,6 @@ def graph_router(engine: "Engine", auth: Auth) -> APIRouter:
         citations; ``found`` is false when none is within ``max_hops``."""
         who.require(lib)
         engine.library(lib)
-        return engine.graph.paths(lib, from_, to, max_hops=max_hops, relation=relation)
+        return engine.graph.paths(lib, from_, to, max_hops=max_hops, relation=relation, scope=who.scope(lib))
 
     return router

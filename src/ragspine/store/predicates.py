@@ -107,7 +107,8 @@ def parse_predicate_text(text: str) -> Predicate:
     """``'FIELD OP VALUE'`` as typed on the command line.
 
     VALUE is read as JSON when it parses (``2021``, ``"2021"``, ``[2019, 2021]``), else as a
-    string; for ``in``/``nin``/``between`` a comma-separated list is accepted too.
+    string; for ``in``/``nin``/``between`` a comma-separated list is accepted too, bare or in
+    brackets (``emea,apac`` or ``[emea, apac]``).
     """
     parts = text.strip().split(None, 2)
     if len(parts) != 3:
@@ -121,7 +122,9 @@ def parse_predicate_text(text: str) -> Predicate:
         value, is_json = raw, False
     if op in LIST_OPS + ("between",) and not isinstance(value, list):
         # Only text that is not JSON is a comma-separated list: '"EU,US"' is the one string EU,US.
-        items = [raw] if is_json else raw.split(",")
+        # Brackets around it are a list's, as JSON would have them: '[emea, apac]'.
+        bare = raw[1:-1] if not is_json and raw.startswith("[") and raw.endswith("]") else raw
+        items = [raw] if is_json else bare.split(",")
         value = []
         for item in items:
             try:
