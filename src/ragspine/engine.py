@@ -11,6 +11,7 @@ import threading
 import time
 from concurrent.futures import Future
 from pathlib import Path
+from collections.abc import Mapping
 from typing import IO, Any
 
 from ragspine.backup import Parts, Report
@@ -28,6 +29,7 @@ from ragspine.catalog import (
 )
 from ragspine.catalog.claims import OcrClaims
 from ragspine.catalog.formats import Upgraded, upgrade
+from ragspine.catalog.layout import plan_layout
 from ragspine.catalog.leases import WriterLeases, replica_id
 from ragspine.catalog.scope import Scope, document_visible, visible_documents
 from ragspine.chain import GapLog, Glossaries, QueryChain
@@ -124,12 +126,21 @@ class Engine:
 
     # -- libraries ----------------------------------------------------------------------------
 
-    def create_library(self, name: str) -> LibraryRecord:
+    def create_library(self, name: str, *, shard_number: int | None = None, replication_factor: int | None = None,
+                       write_consistency_factor: int | None = None,
+                       on_disk: Mapping[str, bool] | None = None) -> LibraryRecord:
         """A new library with a vector field for every model configured now (page image
-        multivectors, dense passages); BM25 always."""
+        multivectors, dense passages); BM25 always. Its layout (:mod:`ragspine.catalog.layout`):
+        shards, copies and on-disk fields as asked, else the settings' and the store's defaults."""
         check_library_name(name)
         fields, encoders = library_fields(self.settings, self.models)
-        rec = self.libraries.create(name, fields, encoders)
+        s = self.settings
+        layout = plan_layout(fields, self.store.backend, shard_number=shard_number,
+                             replication_factor=replication_factor, write_consistency_factor=write_consistency_factor,
+                             on_disk=on_disk, defaults={"shard_number": s.shard_number,
+                                                        "replication_factor": s.replication_factor,
+                                                        "write_consistency_factor": s.write_consistency_factor})
+        rec = self.libraries.create(name, fields, encoders, layout)
         self._recovered.add(name)
         return rec
 

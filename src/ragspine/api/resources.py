@@ -29,6 +29,17 @@ class CreateLibrary(BaseModel):
     # Declared, and enforced by the server with its own message (the pattern, in words).
     name: str = Field(description="1-63 lowercase letters, digits, '-' or '_'",
                       json_schema_extra={"pattern": LIBRARY_NAME_PATTERN})
+    # The layout: a Qdrant server's shards and copies (the embedded store refuses more than one),
+    # and which vector fields keep their originals on disk. Unset: RAGSPINE_SHARD_NUMBER and the
+    # others, else the server's defaults; on a server page_full goes on disk.
+    shard_number: int | None = Field(None, ge=1, le=1000, description="shards (Qdrant server only)")
+    replication_factor: int | None = Field(None, ge=1, le=1000, description="copies of each shard "
+                                           "(Qdrant server only)")
+    write_consistency_factor: int | None = Field(None, ge=1, le=1000, description="copies a write waits "
+                                                 "for, at most replication_factor (Qdrant server only)")
+    on_disk: dict[str, bool] | None = Field(None, description="vector field -> keep its originals on disk "
+                                            "(page_full, page_pooled, page_fde, dense_chunk); default: "
+                                            "page_full on a Qdrant server, nothing on the embedded store")
 
 
 class UploadMetadata(BaseModel):
@@ -60,6 +71,8 @@ class LibraryCreated(Reply):
     created_at: float
     #: The vector fields' model identities (model, revision, dim) the library is written with.
     encoders: dict[str, Any]
+    #: Shards, copies and on-disk vector fields (None: the store's default).
+    layout: dict[str, Any] = Field(default_factory=dict)
 
 
 class LibrarySummary(Reply):

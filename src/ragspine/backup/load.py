@@ -22,10 +22,11 @@ from ragspine.catalog import (
     identity,
 )
 from ragspine.catalog.formats import LIBRARY_FORMAT, check_format, upgrade
+from ragspine.catalog.layout import Layout
 from ragspine.errors import ConflictError, InvalidRequestError, ModelMismatchError
 from ragspine.graph import Contribution
 from ragspine.policy import point_restricted
-from ragspine.store.base import KIND_DOC, CollectionSpec, DenseField
+from ragspine.store.base import KIND_DOC, DenseField
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ def _plan(parts: Parts, source: str, target: str, meta: dict[str, Any], bm25_onl
     try:
         record = LibraryRecord.from_payload(meta["record"])
         fields = fields_from_record(record.encoders)
+        layout = Layout.from_json(record.layout)
     except (KeyError, TypeError, ValueError) as exc:
         raise BackupFileError(f"the record of library {source!r} in the backup is malformed: {exc}") from None
     check_format(source, min(record.format_version, LIBRARY_FORMAT))  # newer: refused; older: upgraded after
@@ -152,7 +154,10 @@ def _plan(parts: Parts, source: str, target: str, meta: dict[str, Any], bm25_onl
             f = replace(f, datatype=enc.pop(EMBEDDED_DATATYPE))
             enc["datatype"] = f.datatype
         kept.append(f)
-    record = replace(record, name=target, encoders=encoders, restoring=True)
+    # The layout follows the library, as far as this store can have it (an embedded target has no
+    # shards or copies to set).
+    record = replace(record, name=target, encoders=encoders, restoring=True,
+                     layout=layout.on(parts.store.backend).to_json() if record.layout else {})
     return _Plan(source, target, record, tuple(kept), vectors, frozenset(drop))
 
 
@@ -177,7 +182,7 @@ def _create(parts: Parts, p: _Plan) -> None:
     """The collection and the record, marked restoring: readers refuse the library until the end.
     No lock yet (a writer lease lives in the collection made here): a second creator of the
     name fails in ``create_collection``."""
-    parts.store.create_collection(p.target, CollectionSpec(dense=p.fields))
+    parts.store.create_collection(p.target, Layout.from_json(p.record.layout).spec(p.fields))
     parts.libraries.save(p.record)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from ragspine.api.names import DOC_ID_PATTERN, LIBRARY_NAME_PATTERN
 from ragspine.catalog.formats import LIBRARY_FORMAT, UNVERSIONED_FORMAT, check_format, check_restored
 from ragspine.catalog.ids import point_id
+from ragspine.catalog.layout import Layout
 from ragspine.catalog.leases import Lease, WriterLeases
 from ragspine.errors import (
     ConflictError,
@@ -35,7 +36,6 @@ from ragspine.store.base import (
     KIND_LIBRARY,
     SPARSE_CHUNK,
     SPARSE_PAGE,
-    CollectionSpec,
     DenseField,
     PointData,
     Store,
@@ -120,6 +120,9 @@ class LibraryRecord:
     format_version: int = LIBRARY_FORMAT
     #: Set while a restore writes the library (its record first): nothing reads it meanwhile.
     restoring: bool = False
+    #: Shards, copies and on-disk vector fields it was created with (:mod:`ragspine.catalog.layout`;
+    #: empty for a library created before layouts were recorded: the store's defaults).
+    layout: dict[str, Any] = field(default_factory=dict)
 
     def to_payload(self) -> dict[str, Any]:
         return {
@@ -131,6 +134,7 @@ class LibraryRecord:
             "field_types": self.field_types,
             "stats": {k: v.to_json() for k, v in self.stats.items()},
             **({"restoring": True} if self.restoring else {}),
+            **({"layout": self.layout} if self.layout else {}),
         }
 
     @classmethod
@@ -143,6 +147,7 @@ class LibraryRecord:
             stats={k: LengthStats.from_json(v) for k, v in (p.get("stats") or {}).items()},
             format_version=int(p.get("format_version", UNVERSIONED_FORMAT)),
             restoring=bool(p.get("restoring", False)),
+            layout=dict(p.get("layout") or {}),
         )
 
 
@@ -295,18 +300,21 @@ class Libraries:
         name: str,
         dense: tuple[DenseField, ...] = (),
         model_encoders: dict[str, dict[str, Any]] | None = None,
+        layout: Layout | None = None,
     ) -> LibraryRecord:
-        """A new library; ``dense`` are its model vector fields and ``model_encoders`` says
-        which model (id, revision, dim, pooling) writes each of them."""
+        """A new library; ``dense`` are its model vector fields, ``model_encoders`` says
+        which model (id, revision, dim, pooling) writes each of them, and ``layout`` how its
+        collection is sharded, copied and kept on disk (default: the store's)."""
         check_library_name(name)
+        layout = layout or Layout()
         encoders: dict[str, dict[str, Any]] = {**expected_encoders(self.bm25), **(model_encoders or {})}
-        rec = LibraryRecord(name=name, created_at=time.time(), encoders=encoders)
+        rec = LibraryRecord(name=name, created_at=time.time(), encoders=encoders, layout=layout.to_json())
         with self._rlock(name):  # no lease yet: it lives in the collection made here
             if self.store.has_collection(name):
                 raise ConflictError(
                     f"library '{name}' already exists; delete it first or choose another name"
                 )
-            self.store.create_collection(name, CollectionSpec(dense=dense))
+            self.store.create_collection(name, layout.spec(dense))
             self.save(rec)
         return rec
 

@@ -24,6 +24,7 @@ from ragspine.cli.common import (  # noqa: F401  (EXIT_* and _fail are part of t
     _settings,
 )
 from ragspine.cli.ingest import add_ocr_command, cmd_ingest
+from ragspine.cli.libraries import add_libraries_command
 
 # -- subcommands -------------------------------------------------------------------------------
 
@@ -261,91 +262,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
         engine.close()
 
 
-def cmd_libraries(args: argparse.Namespace) -> int:
-    from ragspine.catalog.formats import LibraryUnavailableError
-    from ragspine.engine import Engine
-    from ragspine.errors import RagspineError
-
-    engine = Engine(_settings(args))
-    try:
-        if args.create:
-            engine.create_library(args.create)
-            print(f"created library '{args.create}'")
-        elif args.delete:
-            engine.delete_library(args.delete)
-            print(f"deleted library '{args.delete}'")
-        elif args.optimize:
-            seconds = engine.optimize_library(args.optimize)
-            print(f"optimized library '{args.optimize}' in {seconds:.1f} s")
-        elif args.upgrade:
-            up = engine.upgrade_library(args.upgrade)
-            print(f"library '{up.library}' is in format {up.target}" if not up.steps else
-                  f"library '{up.library}': format {up.source} -> {up.target} ({'; '.join(up.steps)})")
-        elif args.documents:
-            docs = engine.documents(args.documents)
-            if not docs:
-                print(f"library '{args.documents}' has no documents")
-            for line in document_lines(docs):
-                print(line)
-        elif args.add_dense:
-            from tqdm import tqdm
-
-            bars: list[Any] = []  # made at the first progress: an error before it prints one line
-
-            def progress(done: int, total: int) -> None:
-                if not bars:
-                    bars.append(tqdm(total=total, desc="dense vectors", unit="passage", leave=False))
-                bars[0].update(done - bars[0].n)
-
-            try:
-                r = engine.add_dense(args.add_dense, progress)
-            finally:
-                for bar in bars:
-                    bar.close()
-            owed = f"; {r.passages} passages its dense phases still owed encoded" if r.passages else ""
-            print(f"library '{r.library}' already has dense vectors of {r.model}{owed}" if r.already else
-                  f"library '{r.library}': {r.passages} passages encoded with {r.model} in {r.seconds:.1f} s; "
-                  "its searches now use the dense channel")
-        else:
-            names = engine.list_libraries()
-            if not names:
-                print("no libraries (create one with: ragspine libraries --create NAME)")
-            for name in names:
-                try:
-                    docs = engine.documents(name)
-                except LibraryUnavailableError as exc:
-                    print(f"{name}\t{exc.detail}")
-                    continue
-                pages = sum(d["pages_indexed"] or 0 for d in docs)
-                owed = {s: sum(1 for d in docs if d["ocr"] == s) for s in ("pending", "failed")}
-                ocr = "".join(f"\tOCR {s}: {n} documents" for s, n in owed.items() if n)
-                dense = sum(1 for d in docs if d["dense"] == "pending")
-                ocr += f"\tdense vectors pending: {dense} documents (--add-dense finishes them)" if dense else ""
-                print(f"{name}\t{len(docs)} documents\t{pages} pages{ocr}")
-    except RagspineError as exc:
-        _fail(exc.detail)
-    finally:
-        engine.close()
-    return 0
-
-
-def document_lines(docs: list[dict[str, Any]]) -> list[str]:
-    """One tab-separated line per document: id, pages indexed, title, issuer, period, kind (from
-    its profile; ``-`` where it has none, as a document indexed before profiles existed)."""
-    out = []
-    for d in docs:
-        p = d.get("profile") or {}
-        cells = [d["doc_id"], f"{d.get('pages_indexed') or 0} pages", p.get("title") or d.get("title"),
-                 p.get("issuer"), p.get("period"), p.get("doc_type")]
-        out.append("\t".join(str(c) if c not in (None, "") else "-" for c in cells))
-    return out
-
-
-# -- parser ------------------------------------------------------------------------------------
-
-POST_STEPS = ("mmr", "lost_in_middle")  # ragspine.retrieval.search.POST_STEPS, without importing it
-
-
 def _steps(text: str | None) -> list[str]:
     steps = [s.strip() for s in (text or "").split(",") if s.strip()]
     bad = [s for s in steps if s not in POST_STEPS]
@@ -443,22 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("--no-serve", action="store_true", help="build and ingest, then exit")
         s.set_defaults(func=cmd_demo if name == "demo" else cmd_serve)
 
-    s = sub.add_parser("libraries", help="list, create, delete, optimize libraries, or add dense vectors")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--create", metavar="NAME")
-    g.add_argument("--delete", metavar="NAME")
-    g.add_argument("--optimize", metavar="NAME",
-                   help="build the library's search indexes after a bulk ingest (blocks searches while it runs)")
-    g.add_argument("--upgrade", metavar="NAME",
-                   help="bring a library written by an older ragspine to this one's format (atomic; "
-                        "run it again if it was interrupted)")
-    g.add_argument("--add-dense", metavar="NAME",
-                   help="give a library built without dense vectors those of RAGSPINE_DENSE_MODEL, from its "
-                        "stored passage text (no PDF is parsed again; ingests into it wait meanwhile)")
-    g.add_argument("--documents", metavar="NAME",
-                   help="list a library's documents: id, pages, title, issuer, period and kind (from each "
-                        "document's profile)")
-    s.set_defaults(func=cmd_libraries)
+    add_libraries_command(sub)
 
     from ragspine.cli.chain import (
         add_chain_commands,  # argparse only; the engine loads per command

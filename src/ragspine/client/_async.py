@@ -96,8 +96,13 @@ class AsyncClient:
 
     # -- libraries -------------------------------------------------------------------------------
 
-    async def create_library(self, name: str) -> api.LibraryCreated:
-        return await self._send(calls.create_library(name))
+    async def create_library(self, name: str, *, shard_number: int | None = None,
+                            replication_factor: int | None = None, write_consistency_factor: int | None = None,
+                            on_disk: dict[str, bool] | None = None) -> api.LibraryCreated:
+        """A new library. Its layout, on a Qdrant server: shards, copies of each, copies a write
+        waits for, and vector fields whose originals stay on disk (None: the server's default)."""
+        return await self._send(calls.create_library(name, shard_number=shard_number, replication_factor=replication_factor,
+                                                  write_consistency_factor=write_consistency_factor, on_disk=on_disk))
 
     async def libraries(self) -> list[api.LibrarySummary]:
         """The libraries this key may read, with their document and page counts."""

@@ -77,8 +77,12 @@ def ready() -> Call[dict[str, Any]]:
 
 # -- libraries ----------------------------------------------------------------------------------
 
-def create_library(name: str) -> Call[api.LibraryCreated]:
-    return Call("POST", "/v1/libraries", "model", _model(api.LibraryCreated), json={"name": name})
+def create_library(name: str, **layout: Any) -> Call[api.LibraryCreated]:
+    """``layout``: shard_number, replication_factor, write_consistency_factor, on_disk (None: the
+    server's default), checked by the API's model before anything is sent."""
+    body = api.CreateLibrary(name=name, **layout)
+    return Call("POST", "/v1/libraries", "model", _model(api.LibraryCreated),
+                json=body.model_dump(exclude_none=True))
 
 
 def libraries() -> Call[list[api.LibrarySummary]]:

@@ -172,6 +172,13 @@ class Settings(RankingSettings):
     #: about 20 bytes a posting; larger ones are searched by the store.
     lexical_max_postings: int = Field(default=10_000_000, ge=0)
 
+    #: Shards of each library created on a Qdrant server, copies of each shard, and the copies
+    #: a write waits for (``None``: the server's defaults; a request may set its own). The
+    #: embedded store keeps one copy in one shard and ignores these.
+    shard_number: int | None = Field(default=None, ge=1, le=1000)
+    replication_factor: int | None = Field(default=None, ge=1, le=1000)
+    write_consistency_factor: int | None = Field(default=None, ge=1, le=1000)
+
     #: API keys, the libraries each may read and the filter it reads them through:
     #: ``"KEY1=lib-a,lib-b(region in [emea]);KEY2=*"`` (:mod:`ragspine.config.api_keys`).
     #: Unset, and no ``api_keys_file``: no auth.

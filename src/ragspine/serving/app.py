@@ -214,8 +214,9 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
     @app.post("/v1/libraries", status_code=201, tags=["libraries"], **typed(api.LibraryCreated))
     def create_library(body: api.CreateLibrary, who: Who) -> dict[str, Any]:
         who.require_whole(body.name, "creating a library")
-        rec = eng.create_library(body.name)
-        return {"name": rec.name, "created_at": rec.created_at, "encoders": rec.encoders}
+        rec = eng.create_library(body.name, shard_number=body.shard_number, replication_factor=body.replication_factor,
+                                 write_consistency_factor=body.write_consistency_factor, on_disk=body.on_disk)
+        return {"name": rec.name, "created_at": rec.created_at, "encoders": rec.encoders, "layout": rec.layout}
 
     @app.get("/v1/libraries", tags=["libraries"], **typed(api.LibraryList))
     def list_libraries(who: Who) -> dict[str, Any]:

@@ -124,6 +124,7 @@ def shard_config(spec: CollectionSpec | None, search_threads: int | None) -> qe.
                 hnsw_config=hnsw_config(f),
                 quantization_config=quantization_config(f),
                 datatype=qe.VectorStorageDatatype.Float16 if f.datatype == "float16" else None,
+                on_disk=True if f.on_disk else None,
             )
         for n in spec.sparse_idf:
             sparse[n] = qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)

@@ -103,6 +103,9 @@ class DenseField:
     #: Similarity: ``None`` = dot product for a multivector (MaxSim), cosine for one vector;
     #: ``"dot"`` for a single vector whose length carries meaning (a MUVERA page encoding).
     distance: Literal["cosine", "dot"] | None = None
+    #: Keep the original vectors on disk (memory-mapped; the OS caches what searches read)
+    #: instead of in RAM. A quantized copy stays in RAM either way (``always_ram``).
+    on_disk: bool = False
 
     @property
     def dot(self) -> bool:
@@ -138,6 +141,11 @@ class CollectionSpec:
     #: Vectors of a segment are indexed (HNSW graph, quantized copy) once they exceed this many
     #: KB; ``None`` keeps Qdrant's default (10,000 KB). Tests set it low to index tiny corpora.
     indexing_threshold_kb: int | None = None
+    #: Shards, copies of each, and the copies a write waits for: a Qdrant server's cluster
+    #: only (``None``: the server's defaults). The embedded store refuses more than one.
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
 
 
 @dataclass

@@ -97,6 +97,11 @@ class EdgeStore:
             d = self._dir(name)
             if d.exists():
                 raise StoreError(f"library '{name}' already exists in {d.parent}")
+            many = {k: v for k in ("shard_number", "replication_factor", "write_consistency_factor")
+                    if (v := getattr(spec, k)) not in (None, 1)}
+            if many:
+                raise StoreError(f"library '{name}': {many} needs a Qdrant server; the embedded store "
+                                 "keeps one copy in one shard")
             d.mkdir(parents=True)
             cols: dict[str, MultivectorColumn] = {}
             try:

@@ -169,6 +169,7 @@ class ServerStore:
                 hnsw_config=hnsw_config(f),
                 quantization_config=quantization_config(f),
                 datatype=models.Datatype.FLOAT16 if f.datatype == "float16" else None,
+                on_disk=True if f.on_disk else None,
             )
             for f in spec.dense
         }
@@ -178,7 +179,9 @@ class ServerStore:
             optimizers = models.OptimizersConfigDiff(indexing_threshold=spec.indexing_threshold_kb)
         try:
             self.client.create_collection(
-                c, vectors_config=vectors, sparse_vectors_config=sparse, optimizers_config=optimizers
+                c, vectors_config=vectors, sparse_vectors_config=sparse, optimizers_config=optimizers,
+                shard_number=spec.shard_number, replication_factor=spec.replication_factor,
+                write_consistency_factor=spec.write_consistency_factor,
             )
         except UnexpectedResponse as exc:
             if exc.status_code == 409:  # another replica created it a moment ago
