@@ -14,19 +14,21 @@ for _p in (_HERE, _HERE.parent / "client", _HERE.parent / "serving"):
         sys.path.insert(0, str(_p))
 
 from live_kit import KEY_STAR, LiveServer  # noqa: E402
-from mcp_kit import CANARY  # noqa: E402
+from mcp_kit import CANARY, KEY_FILTERED  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """liba: a three-page report whose page 2 is RESTRICTED (by page_sensitivity) and a
-    relations file; libb: one document. Keys: KEY_A reads liba, KEY_STAR everything."""
+    relations file; libb: one document. Keys: KEY_A reads liba, KEY_STAR everything, KEY_FILTERED
+    libb and liba through a filter that no document passes."""
     import pdfs
 
     from live_kit import KEY_A
     from ragspine.client import Client
 
-    with LiveServer(tmp_path_factory.mktemp("mcp"), api_keys=f"{KEY_A}=liba;{KEY_STAR}=*") as srv:
+    keys = f"{KEY_A}=liba;{KEY_STAR}=*;{KEY_FILTERED}=liba(entity eq nobody),libb"
+    with LiveServer(tmp_path_factory.mktemp("mcp"), api_keys=keys) as srv:
         with Client(srv.url, api_key=KEY_STAR) as rs:
             rs.create_library("liba")
             rs.create_library("libb")

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import httpx
 import httpx2
 import pytest
-from mcp_kit import CANARY
+from mcp_kit import CANARY, KEY_FILTERED
 from live_kit import KEY_A, KEY_STAR, LiveServer
 from mcp import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
@@ -125,6 +125,38 @@ def test_a_document_resource_is_read_with_the_callers_key(seeded: LiveServer) ->
     assert (record["doc_id"], record["page_numbers"], record["pages_dropped"]) == ("acme-2023", [1, 3], [2])
     assert "Revenue grew to 120 million" in page.contents[0].text
     assert isinstance(other, Exception) and "403" in str(other)
+
+
+def test_a_keys_filter_holds_through_mcp(seeded: LiveServer) -> None:
+    """MCP goes through REST with the caller's key: a key whose filter keeps liba's report out
+    finds, lists and reads none of it (the same tools through KEY_A do)."""
+    async def body(mcp: McpClient) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "search": await mcp.call_tool("search", {"query": "Acme Energy revenue", "libraries": ["liba", "libb"],
+                                                     "mode": "bm25"}),
+            "docs": await mcp.call_tool("list_documents", {"library": "liba"}),
+            "page": await mcp.call_tool("get_page", {"library": "liba", "doc_id": "acme-2023", "page": 1}),
+            "libraries": await mcp.call_tool("list_libraries", {}),
+            "resources": await mcp.list_resources(),
+        }
+        try:
+            out["resource"] = await mcp.read_resource("ragspine://liba/acme-2023")
+        except Exception as exc:  # the SDK raises the server's resource error
+            out["resource"] = exc
+        return out
+
+    got = over_http(seeded, KEY_FILTERED, body)
+    assert got["search"].structured_content["hits"] == [] or all(
+        h["library"] == "libb" for h in got["search"].structured_content["hits"])
+    assert got["docs"].structured_content["result"] == []
+    assert got["page"].is_error and "404" in text_of(got["page"]) and "Revenue" not in text_of(got["page"])
+    counts = {x["name"]: x["documents"] for x in got["libraries"].structured_content["result"]}
+    assert counts == {"liba": 0, "libb": 1}
+    assert [r.uri for r in got["resources"].resources] == ["ragspine://libb/globex-b"]
+    assert isinstance(got["resource"], Exception) and "404" in str(got["resource"])
+    seen = over_http(seeded, KEY_A, lambda mcp: mcp.call_tool("search", {"query": "Acme Energy revenue",
+                                                                          "libraries": ["liba"], "mode": "bm25"}))
+    assert seen.structured_content["hits"]  # the positive control: the words are there
 
 
 def test_no_key_no_mcp(seeded: LiveServer) -> None:
