@@ -111,7 +111,7 @@ class Engine:
         # Updated on the searching thread (background=False): were the store to answer while
         # the index builds, the same query could score differently (Qdrant's IDF also counts
         # staged and not yet vacuumed points) - same input, same ranking.
-        self.lexical = (LexicalIndex(self.store, self.libraries, bm25, max_postings=settings.lexical_max_postings,
+        self.lexical = (LexicalIndex(self.store, self.libraries, bm25, max_postings=settings.lexical_postings_budget(),
                                      background=False)
                         if settings.lexical_index == "memory" else None)
         self.searcher = Searcher(settings, self.store, self.libraries, self.models, lexical=self.lexical)

