@@ -261,12 +261,13 @@ class Engine:
         return Parts(self.store, self.libraries, self.graph.graphs, self.thumbnails, self.indexer.pending,
                      self.models)
 
-    def backup(self, names: list[str], out: IO[bytes], progress: Any = None) -> Report:
+    def backup(self, names: list[str], out: IO[bytes], progress: Any = None, *, native: bool = True) -> Report:
         """Write a backup of the libraries ``names`` to ``out`` (:mod:`ragspine.backup`), each
-        under its write lock while searches and ingests go on."""
+        under its write lock while searches and ingests go on. ``native``: on the embedded store,
+        also its own files, indexed, for a restore at copy speed (:mod:`ragspine.backup.native`)."""
         for name in names:
             self.library(name)
-        return backup(self._backup_parts(), names, out, progress)
+        return backup(self._backup_parts(), names, out, progress, native=native)
 
     def restore(self, path: Path | str, *, as_name: str | None = None, bm25_only: bool = False,
                 progress: Any = None, label: str | None = None) -> Report:

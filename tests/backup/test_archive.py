@@ -101,6 +101,16 @@ def thumb(body: list[tuple[str, bytes]]) -> str:
 
 
 @pytest.fixture
+def points_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Restore from the points even where the file has a native copy (the embedded store's files,
+    ragspine.backup.native, which a restore onto the embedded store otherwise takes): the checks
+    of the point members below are the point path's."""
+    import ragspine.backup.load as load
+
+    monkeypatch.setattr(load, "NATIVE_INDEX", "native/not-in-this-file.json")
+
+
+@pytest.fixture
 def target_dir(tmp_path: Path) -> Path:
     return tmp_path / "target"
 
@@ -173,6 +183,8 @@ def assert_nothing_restored(eng: Engine, data_dir: Path) -> None:
     assert not eng.store.has_collection(LIB)
     for part in ("thumbnails", "graphs", "ocr-pending", "libraries"):
         assert not (data_dir / part / LIB).exists(), part
+    # Nor the scratch folder a native copy is written in before it is moved into place.
+    assert not list((data_dir / "libraries").glob(".restore-*")) if (data_dir / "libraries").exists() else True
 
 
 def refused(eng: Engine, data_dir: Path, path: Path, match: str) -> BackupFileError:
@@ -256,8 +268,9 @@ def test_a_flipped_byte_in_a_tar_header_is_refused(good: Path, thumb: str, targe
 
 def test_a_file_that_changes_after_it_was_checked_is_refused_and_what_was_written_goes(
         good: Path, target: Engine, target_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """verify() passes, then the last thumbnail's byte flips before restore reads it: points, the
-    graph and the other thumbnails were written by then, and they go again."""
+    """verify() passes, then the last thumbnail's byte flips before restore reads it: the library
+    (its native copy moved into place, this being an embedded store's backup), the graph and the
+    other thumbnails were written by then, and they go again."""
     info = offsets(good)
     last = [n for n in info if n.startswith(f"{LIB}/thumbnails/")][-1]
     spoiled = flipped(good, tmp_path / "spoiled.rsbak", info[last].offset_data + info[last].size // 2)
@@ -279,11 +292,19 @@ def test_a_file_that_changes_after_it_was_checked_is_refused_and_what_was_writte
         written.append("thumbnail")
         return real_thumb(*args)
 
+    def adopt(*args: Any) -> Path:
+        written.append("native")
+        return real_adopt(*args)
+
+    import ragspine.backup.load as load
+
+    real_adopt = load.adopt
     monkeypatch.setattr(ArchiveReader, "verify", verify_then_spoil)
     monkeypatch.setattr(target.store, "upsert", upsert)
     monkeypatch.setattr(target.thumbnails, "path", thumb_path)
+    monkeypatch.setattr(load, "adopt", adopt)
     refused(target, target_dir, path, re.escape(f"backup member {last!r} changed since the file was checked"))
-    assert "points" in written and "thumbnail" in written  # written before the failure, and removed
+    assert "native" in written and "thumbnail" in written  # written before the failure, and removed
 
 
 # ---------------------------------------------------------------------------------------------
@@ -506,7 +527,7 @@ def test_read_json_bounds_what_a_gzip_member_inflates_to(monkeypatch: pytest.Mon
 
 def test_a_gzip_bomb_in_a_points_member_is_refused(body: list[tuple[str, bytes]], target: Engine,
                                                    target_dir: Path, tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                                   monkeypatch: pytest.MonkeyPatch, points_only: None) -> None:
     """The bound is 1 MB here: the demo's real members fit it (the good file restores under it,
     after the bomb), a 16 MB bomb of 16 KB does not. The checksums match: only inflating finds it,
     after the library was created, and what was created goes."""
@@ -530,7 +551,7 @@ def _npz_arrays(data: bytes) -> dict[str, np.ndarray]:
 
 @pytest.mark.parametrize("kind", ["compressed", "object array", "not a zip"])
 def test_an_npz_member_that_is_not_plain_numbers_is_refused(body: list[tuple[str, bytes]], target: Engine,
-                                                            target_dir: Path, tmp_path: Path, kind: str) -> None:
+                                                            target_dir: Path, tmp_path: Path, kind: str, points_only: None) -> None:
     arrays = _npz_arrays(dict(body)[POINTS_NPZ])
     buf = io.BytesIO()
     if kind == "compressed":
@@ -801,7 +822,7 @@ def test_a_graph_source_that_is_not_an_object_is_refused(body: list[tuple[str, b
 
 
 def test_a_document_point_with_a_bad_version_is_refused(body: list[tuple[str, bytes]], target: Engine,
-                                                        target_dir: Path, tmp_path: Path) -> None:
+                                                        target_dir: Path, tmp_path: Path, points_only: None) -> None:
     rows = json.loads(gzip.decompress(dict(body)[POINTS_JSON]))
     doc = next(r for r in rows if r["payload"].get("kind") == "doc" and r["payload"].get("active_version"))
     doc["payload"]["active_version"] = "abc"

@@ -197,15 +197,24 @@ def test_several_libraries_in_one_file(source: Engine, target: Engine, tmp_path:
     assert hits(target, "notes", "bm25", "dividend") == hits(source, "notes", "bm25", "dividend")
 
 
+@pytest.mark.parametrize("how", ["points", "native"])
 def test_a_failure_while_writing_leaves_nothing(source: Engine, target: Engine, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+                                                monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """From the points: the record, then one batch, then the disk is full. From the native copy
+    (the embedded store's files, moved into place whole): the disk is full when the record is
+    saved at the end, after the files, the graph and the thumbnails."""
+    import ragspine.backup.load as load
+
     path = take_backup(source, tmp_path / "demo.rsbak")
     real = target.store.upsert
     calls = {"n": 0}
+    fail_at = 2 if how == "points" else 1
+    if how == "points":
+        monkeypatch.setattr(load, "NATIVE_INDEX", "native/not-in-this-file.json")
 
     def failing(name: str, points: Any) -> None:
         calls["n"] += 1
-        if calls["n"] == 2 and name == DEMO_LIBRARY:  # the record went in first, then one batch
+        if calls["n"] == fail_at and name == DEMO_LIBRARY:
             raise OSError("disk full")
         real(name, points)
 
@@ -216,6 +225,7 @@ def test_a_failure_while_writing_leaves_nothing(source: Engine, target: Engine, 
     assert target.list_libraries() == []
     data = tmp_path / "target"
     assert not (data / "thumbnails" / DEMO_LIBRARY).exists() and not (data / "graphs" / DEMO_LIBRARY).exists()
+    assert sorted(p.name for p in (data / "libraries").iterdir()) == [".lock"]  # no library, no staging folder
     target.restore(path)  # and the same file then restores
     assert_same_library(source, DEMO_LIBRARY, target, DEMO_LIBRARY)
 

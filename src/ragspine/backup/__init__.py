@@ -49,6 +49,9 @@ class LibraryCounts:
     #: Restore only: the library's name in the backup, and what became of each vector field.
     source: str | None = None
     vectors: dict[str, str] = field(default_factory=dict)
+    #: Files of the embedded store's native copy written (backup) or moved into place (restore);
+    #: 0: the points alone (ragspine.backup.native). Logged, not part of the API's answer.
+    native_files: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "documents": self.documents, "points": self.points,

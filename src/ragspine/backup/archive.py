@@ -43,7 +43,8 @@ from ragspine.errors import InvalidRequestError
 
 FORMAT = "ragspine-backup"
 #: The version of this layout; a reader refuses a newer one.
-VERSION = 1
+#: 2: a library of the embedded store may carry its native shard files (ragspine.backup.native).
+VERSION = 2
 HEADER = "ragspine-backup.json"
 TRAILER = "SHA256SUMS.json"
 #: No member may be bigger than this (a batch of points is cut at ~32 MB of vectors).
@@ -55,7 +56,8 @@ _LIB = LIBRARY_NAME_PATTERN.strip("^$")
 _DOC = DOC_ID_PATTERN.strip("^$")
 MEMBER_RE = re.compile(
     rf"^(?P<lib>{_LIB})/(?:library\.json|graph\.json\.gz|points/\d{{6}}\.(?:json\.gz|npz)"
-    rf"|thumbnails/(?P<doc>{_DOC})/p[1-9]\d{{0,5}}\.png|pending/[0-9a-f]{{40}}\.(?:pdf|json))\Z"
+    rf"|thumbnails/(?P<doc>{_DOC})/p[1-9]\d{{0,5}}\.png|pending/[0-9a-f]{{40}}\.(?:pdf|json)"
+    rf"|native/(?:files\.json|(?P<native>0|[1-9]\d{{0,4}})))\Z"
 )
 
 

@@ -10,6 +10,7 @@ from typing import IO, Any
 
 from ragspine.backup import LibraryCounts, Parts, Report
 from ragspine.backup.archive import ArchiveWriter
+from ragspine.backup.native import NativeCopy
 from ragspine.backup.points import (
     BATCH_POINTS,
     BATCH_VECTOR_BYTES,
@@ -18,6 +19,7 @@ from ragspine.backup.points import (
 )
 from ragspine.catalog import fields_from_record
 from ragspine.catalog.claims import KIND_OCR_CLAIM
+from ragspine.catalog.layout import Layout
 from ragspine.catalog.leases import KIND_LEASE
 from ragspine.catalog.libraries import KIND_CLOCK
 from ragspine.indexing.ocr_phase import OPEN_STATES
@@ -49,20 +51,22 @@ def pending_member(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:40]
 
 
-def backup(parts: Parts, names: list[str], out: IO[bytes], progress: Progress | None = None) -> Report:
+def backup(parts: Parts, names: list[str], out: IO[bytes], progress: Progress | None = None, *,
+           native: bool = True) -> Report:
     """Write a backup of ``names`` to ``out``. Each library is copied under its write lock:
     consistent on its own (libraries of one file are copied one after the other)."""
     t0 = time.perf_counter()
     for name in names:
         parts.libraries.open(name)  # unknown, older format, being restored: refused before any byte
     writer = ArchiveWriter(out, names)
-    report = Report([_library(parts, writer, name, progress) for name in names])
+    report = Report([_library(parts, writer, name, progress, native) for name in names])
     writer.close()
     report.seconds, report.bytes = time.perf_counter() - t0, writer.bytes
     return report
 
 
-def _library(parts: Parts, writer: ArchiveWriter, name: str, progress: Progress | None) -> LibraryCounts:
+def _library(parts: Parts, writer: ArchiveWriter, name: str, progress: Progress | None,
+             with_native: bool = True) -> LibraryCounts:
     counts = LibraryCounts(name)
     libs, store = parts.libraries, parts.store
     with libs.lock(name):  # no commit, retirement, delete or re-weight until the copy is done
@@ -79,31 +83,17 @@ def _library(parts: Parts, writer: ArchiveWriter, name: str, progress: Progress 
             "fields": [f.name for f in fields_from_record(rec.encoders)],
         })
         pages: set[tuple[str, int]] = set()
-        batch: list[PointData] = []
-        size = seq = seen = 0
-        offset: Any = None
-        while True:
-            got, offset = store.scroll_points(name, Where(), offset=offset, limit=256)
-            seen += len(got)
-            for p in got:
-                kept = _carried(p, active, docs)
-                if kept is None:
-                    continue
-                if kept.payload.get("kind") == KIND_PAGE:
-                    pages.add((kept.payload["doc_id"], int(kept.payload["page"])))
-                batch.append(kept)
-                size += vector_bytes(kept)
-                if len(batch) >= BATCH_POINTS or size >= BATCH_VECTOR_BYTES:
-                    _flush(writer, name, seq, batch)
-                    counts.points += len(batch)
-                    seq, batch, size = seq + 1, [], 0
-            if progress is not None:
-                progress(name, seen, total)
-            if offset is None:
-                break
-        if batch:
-            _flush(writer, name, seq, batch)
-            counts.points += len(batch)
+        # The embedded store's files go along, built from the carried points alone: a restore
+        # onto the embedded store copies them instead of rebuilding the index (backup.native).
+        native = (NativeCopy(name, Layout.from_json(rec.layout).spec(fields_from_record(rec.encoders)))
+                  if with_native and store.backend == "embedded" else None)
+        try:
+            counts.points = _points(writer, store, name, active, docs, pages, native, total, progress)
+            if native is not None:
+                counts.native_files = native.write(writer, name)
+        finally:
+            if native is not None:
+                native.close()
         counts.documents = len(docs)
         counts.graph_sources = _graph(parts, writer, name)
         for e in entries:
@@ -118,6 +108,44 @@ def _library(parts: Parts, writer: ArchiveWriter, name: str, progress: Progress 
     logger.info("backup of library %s: %d documents, %d points, %d thumbnails", name, counts.documents,
                 counts.points, counts.thumbnails)
     return counts
+
+
+def _points(writer: ArchiveWriter, store: Any, name: str, active: dict[str, int], docs: set[str],
+            pages: set[tuple[str, int]], native: NativeCopy | None, total: int, progress: Progress | None) -> int:
+    """Write the carried points in batches (and feed them to the native copy); returns how many.
+    ``pages`` collects the (doc, page) of every page point written."""
+    batch: list[PointData] = []
+    size = seq = seen = written = 0
+    offset: Any = None
+
+    def flush() -> None:
+        nonlocal seq, batch, size, written
+        _flush(writer, name, seq, batch)
+        if native is not None:
+            native.add(batch)
+        written += len(batch)
+        seq, batch, size = seq + 1, [], 0
+
+    while True:
+        got, offset = store.scroll_points(name, Where(), offset=offset, limit=256)
+        seen += len(got)
+        for p in got:
+            kept = _carried(p, active, docs)
+            if kept is None:
+                continue
+            if kept.payload.get("kind") == KIND_PAGE:
+                pages.add((kept.payload["doc_id"], int(kept.payload["page"])))
+            batch.append(kept)
+            size += vector_bytes(kept)
+            if len(batch) >= BATCH_POINTS or size >= BATCH_VECTOR_BYTES:
+                flush()
+        if progress is not None:
+            progress(name, seen, total)
+        if offset is None:
+            break
+    if batch:
+        flush()
+    return written
 
 
 def _carried(p: PointData, active: dict[str, int], docs: set[str]) -> PointData | None:

@@ -12,9 +12,12 @@ from typing import Any
 from ragspine.backup import LibraryCounts, Parts, Report
 from ragspine.backup.archive import MEMBER_RE, ArchiveReader, BackupFileError, read_json
 from ragspine.backup.dump import NOT_CARRIED, Progress
+from ragspine.backup.native import INDEX as NATIVE_INDEX
+from ragspine.backup.native import NativeStaging, adopt, check_index, scrub
 from ragspine.backup.points import decode
 from ragspine.catalog import (
     DENSE_CHUNK,
+    LIBRARY_POINT,
     LibraryRecord,
     check_library_name,
     expected_encoders,
@@ -25,8 +28,9 @@ from ragspine.catalog.formats import LIBRARY_FORMAT, check_format, upgrade
 from ragspine.catalog.layout import Layout
 from ragspine.errors import ConflictError, InvalidRequestError, ModelMismatchError
 from ragspine.graph import Contribution
-from ragspine.policy import point_restricted
-from ragspine.store.base import KIND_DOC, DenseField
+from ragspine.policy import CLASSIFICATION, point_restricted
+from ragspine.store.base import KIND_DOC, DenseField, PointData, Where
+from ragspine.store.edge import EdgeStore
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +49,9 @@ class _Plan:
     fields: tuple[DenseField, ...]
     vectors: dict[str, str]
     drop: frozenset[str]
+    #: Restored from its native copy (the embedded store's files, ragspine.backup.native)
+    #: instead of its points: the file has one, this store is embedded, nothing is converted.
+    native: bool = False
 
 
 def restore(parts: Parts, path: Path | str, *, as_name: str | None = None, bm25_only: bool = False,
@@ -65,7 +72,8 @@ def restore(parts: Parts, path: Path | str, *, as_name: str | None = None, bm25_
             raise InvalidRequestError(f"--as names one library, and this backup holds {len(header.libraries)} "
                                       f"({', '.join(header.libraries)}); restore them under their own names")
     metas = _library_meta(reader, header)
-    plans = {src: _plan(parts, src, as_name or src, metas[src], bm25_only) for src in header.libraries}
+    plans = {src: _plan(parts, src, as_name or src, metas[src], bm25_only, f"{src}/{NATIVE_INDEX}" in header.sums)
+             for src in header.libraries}
     made: list[str] = []
     counts = {src: LibraryCounts(p.target, source=src, vectors=p.vectors) for src, p in plans.items()}
     try:
@@ -103,7 +111,8 @@ def _library_meta(reader: ArchiveReader, header: Any) -> dict[str, dict[str, Any
     raise BackupFileError(f"the backup lacks the record of library {missing[0]!r}")
 
 
-def _plan(parts: Parts, source: str, target: str, meta: dict[str, Any], bm25_only: bool) -> _Plan:
+def _plan(parts: Parts, source: str, target: str, meta: dict[str, Any], bm25_only: bool,
+          has_native: bool = False) -> _Plan:
     try:
         record = LibraryRecord.from_payload(meta["record"])
         fields = fields_from_record(record.encoders)
@@ -156,9 +165,10 @@ def _plan(parts: Parts, source: str, target: str, meta: dict[str, Any], bm25_onl
         kept.append(f)
     # The layout follows the library, as far as this store can have it (an embedded target has no
     # shards or copies to set).
+    native = has_native and embedded and not drop and encoders == record.encoders
     record = replace(record, name=target, encoders=encoders, restoring=True,
                      layout=layout.on(parts.store.backend).to_json() if record.layout else {})
-    return _Plan(source, target, record, tuple(kept), vectors, frozenset(drop))
+    return _Plan(source, target, record, tuple(kept), vectors, frozenset(drop), native)
 
 
 def _model_problem(parts: Parts, field: str, have: dict[str, Any]) -> str | None:
@@ -181,7 +191,10 @@ def _model_problem(parts: Parts, field: str, have: dict[str, Any]) -> str | None
 def _create(parts: Parts, p: _Plan) -> None:
     """The collection and the record, marked restoring: readers refuse the library until the end.
     No lock yet (a writer lease lives in the collection made here): a second creator of the
-    name fails in ``create_collection``."""
+    name fails in ``create_collection``. A native restore makes its collection when its files
+    are in place (:func:`_adopt`)."""
+    if p.native:
+        return
     parts.store.create_collection(p.target, Layout.from_json(p.record.layout).spec(p.fields))
     parts.libraries.save(p.record)
 
@@ -191,6 +204,18 @@ def _write(parts: Parts, reader: ArchiveReader, header: Any, plans: dict[str, _P
     batch_rows: dict[str, Any] = {}
     versions: dict[str, dict[str, int]] = {src: {} for src in plans}
     pending: dict[str, dict[str, Any]] = {}  # member stem -> {'pdf': bytes, 'json': sidecar}
+    staged: dict[str, NativeStaging] = {}
+    try:
+        _members(parts, reader, header, plans, counts, progress, batch_rows, versions, pending, staged)
+    finally:
+        for st in staged.values():
+            st.remove()
+
+
+def _members(parts: Parts, reader: ArchiveReader, header: Any, plans: dict[str, _Plan],
+             counts: dict[str, LibraryCounts], progress: Progress | None, batch_rows: dict[str, Any],
+             versions: dict[str, dict[str, int]], pending: dict[str, dict[str, Any]],
+             staged: dict[str, NativeStaging]) -> None:
     for name, data in reader.members(header):
         m = MEMBER_RE.match(name)
         assert m is not None  # verify() checked every name
@@ -199,6 +224,26 @@ def _write(parts: Parts, reader: ArchiveReader, header: Any, plans: dict[str, _P
         rest = name[len(src) + 1:]
         if rest == "library.json":
             continue
+        if rest.startswith("native/"):
+            if not p.native:
+                continue  # restored from its points (another backend, models dropped)
+            if rest == NATIVE_INDEX:
+                if src in staged:
+                    raise BackupFileError(f"backup member {name} appears twice")
+                staged[src] = NativeStaging(parts.store.root, p.target,  # type: ignore[attr-defined]
+                                            check_index(name, read_json(name, data)))
+                continue
+            st = staged.get(src)
+            if st is None:
+                raise BackupFileError(f"backup member {name} comes before its file list")
+            st.put(int(m.group("native")), data, name)
+            if st.complete:
+                _adopt(parts, p, c, st, versions[src])
+                if progress is not None:
+                    progress(p.target, c.points, 0)
+            continue
+        if rest.startswith("points/") and p.native:
+            continue  # the native copy holds them, indexed
         if rest.startswith("points/") and rest.endswith(".json.gz"):
             batch_rows[src] = read_json(name, data)
         elif rest.startswith("points/"):
@@ -247,6 +292,48 @@ def _write(parts: Parts, reader: ArchiveReader, header: Any, plans: dict[str, _P
                 c.pending_ocr += 1
     if pending:
         raise BackupFileError(f"backup member {sorted(pending)[0]} lacks its PDF or its description")
+    for src, p in plans.items():
+        if p.native and not parts.store.has_collection(p.target):
+            raise BackupFileError(f"the native copy of library {src!r} in the backup is incomplete")
+
+
+def _adopt(parts: Parts, p: _Plan, c: LibraryCounts, st: NativeStaging, versions: dict[str, int]) -> None:
+    """A native copy's files, all written: opened in their scratch data dir, scrubbed as the
+    point path filters (RESTRICTED and bookkeeping points out), given the library's record
+    (marked restoring), checked against the record's vector fields, then moved into place."""
+    try:
+        scratch = EdgeStore(st.data_dir)
+    except Exception as exc:  # noqa: BLE001  (whatever Qdrant Edge makes of hostile files)
+        raise BackupFileError(f"the native copy of library {p.source!r} cannot be opened: {exc}") from None
+    try:
+        try:
+            have = scratch.dense_fields(p.target)
+            if scrub(scratch, p.target, _not_restored, ["kind", "sensitivity", CLASSIFICATION]):
+                scratch.optimize(p.target)  # vacuumed: a scrubbed point leaves no bytes in the files
+        except Exception as exc:  # noqa: BLE001
+            raise BackupFileError(f"the native copy of library {p.source!r} cannot be read: {exc}") from None
+        want = {f.name for f in p.fields}
+        if set(have) != want:
+            raise BackupFileError(f"the native copy of library {p.source!r} has vector fields {sorted(have)}, "
+                                  f"its record {sorted(want)}")
+        scratch.upsert(p.target, [PointData(LIBRARY_POINT, p.record.to_payload())])
+        for r in scratch.scroll(p.target, Where(kind=KIND_DOC), fields=["doc_id", "active_version"]):
+            version = r.payload.get("active_version")
+            c.documents += 1
+            if version is not None:
+                if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+                    raise BackupFileError(f"the native copy of library {p.source!r}: document "
+                                          f"{r.payload.get('doc_id')!r} has no valid active version ({version!r})")
+                versions[str(r.payload.get("doc_id"))] = version
+        c.points = scratch.count(p.target, Where()) - 1  # the record is not a point of the backup
+    finally:
+        scratch.close()
+    adopt(st, parts.store.root)  # type: ignore[attr-defined]
+    c.native_files = len(st.files)
+
+
+def _not_restored(payload: dict[str, Any]) -> bool:
+    return payload.get("kind") in NOT_CARRIED or point_restricted(payload)
 
 
 def _graph(parts: Parts, target: str, name: str, body: Any) -> int:
@@ -267,12 +354,14 @@ def _graph(parts: Parts, target: str, name: str, body: Any) -> int:
 
 
 def _finish(parts: Parts, p: _Plan) -> None:
-    """Older formats upgraded, vacuum and index, then the record unmarked: the library opens."""
+    """Older formats upgraded, vacuum and index (a native copy came indexed), then the record
+    unmarked: the library opens."""
     libs = parts.libraries
     with libs.lock(p.target):
         if p.record.format_version < LIBRARY_FORMAT:
             upgrade(libs, p.target)
-        parts.store.optimize(p.target)
+        if not p.native:
+            parts.store.optimize(p.target)
         rec = libs.get(p.target)
         rec.restoring = False
         libs.save(rec)

@@ -26,6 +26,9 @@ def add_backup_commands(sub: Any) -> None:
                        description="ragspine backup LIB FILE, or ragspine backup --all FILE")
     s.add_argument("args", nargs="+", metavar="LIB FILE", help="the library and the file to write")
     s.add_argument("--all", action="store_true", help="every library, into one file (then give only FILE)")
+    s.add_argument("--points-only", action="store_true",
+                   help="leave out the embedded store's own files: a faster backup, and a restore that "
+                        "rebuilds the index (the default backup lets a restore copy it)")
     _remote(s)
     s.set_defaults(func=cmd_backup)
     s = sub.add_parser("restore", help="restore the libraries of a backup file")
@@ -65,7 +68,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
         _fail(f"cannot write {dest}: folder {dest.parent} does not exist")
     t0 = time.perf_counter()
     if args.url:
-        size = _remote_call(args, lambda c: c.backup(dest, names[0] if names else None))
+        size = _remote_call(args, lambda c: c.backup(dest, names[0] if names else None, native=not args.points_only))
         print(f"backed up {'every library' if names is None else names[0]} through {args.url} -> {dest} "
               f"({_mb(size)}) in {time.perf_counter() - t0:.1f} s")
         return 0
@@ -76,7 +79,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
         if not names:
             _fail("there is no library to back up", EXIT_FAILED)
         with open(part, "wb") as fh:
-            report = engine.backup(names, fh)
+            report = engine.backup(names, fh, native=not args.points_only)
         part.replace(dest)
     finally:
         part.unlink(missing_ok=True)

@@ -67,11 +67,13 @@ TAR = "application/x-tar"
 PathLike = str | os.PathLike[str]
 
 
-def backup_request(library: str | Sequence[str] | None) -> tuple[str, dict[str, Any]]:
-    """The path and query of a backup download: one library, several, or every library."""
+def backup_request(library: str | Sequence[str] | None, native: bool = True) -> tuple[str, dict[str, Any]]:
+    """The path and query of a backup download: one library, several, or every library
+    (``native`` False: the points alone, without the embedded store's files)."""
+    flag: dict[str, Any] = {} if native else {"native": "false"}
     if isinstance(library, str):
-        return f"/v1/libraries/{library}/backup", {}
-    return "/v1/backup", ({"library": list(library)} if library else {})
+        return f"/v1/libraries/{library}/backup", flag
+    return "/v1/backup", ({"library": list(library)} if library else {}) | flag
 
 
 def restore_params(as_name: str | None, bm25_only: bool) -> dict[str, Any]:

@@ -47,17 +47,20 @@ def backup_router(engine: "Engine", auth: Auth, settings: "Settings", folder: Pa
     """``GET /v1/libraries/{lib}/backup``, ``GET /v1/backup`` and ``POST /v1/restore``."""
     router = APIRouter(tags=["backup"])
     Who = Annotated[Principal, Depends(auth)]
+    Native = Annotated[bool, Query(description="on the embedded store, also its own files, indexed: a restore "
+                                               "onto an embedded store then copies them (~1.6x a plain copy) "
+                                               "instead of rebuilding the index; false: a faster backup")]
     download = {"200": {"description": "the backup file (POSIX tar; restore it with POST /v1/restore or "
                                        "`ragspine restore FILE`)", "content": {TAR: {"schema": {
                                            "type": "string", "format": "binary"}}}}}
 
-    async def _send(names: list[str], filename: str) -> FileResponse:
+    async def _send(names: list[str], filename: str, native: bool) -> FileResponse:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".rsbak.part")
         path = Path(tmp)
         try:
             with os.fdopen(fd, "wb") as fh:
-                await asyncio.to_thread(engine.backup, names, fh)
+                await asyncio.to_thread(lambda: engine.backup(names, fh, native=native))
         except BaseException:
             path.unlink(missing_ok=True)
             raise
@@ -65,13 +68,13 @@ def backup_router(engine: "Engine", auth: Auth, settings: "Settings", folder: Pa
                             background=BackgroundTask(path.unlink, missing_ok=True))
 
     @router.get("/v1/libraries/{lib}/backup", response_class=FileResponse, responses=download)  # type: ignore[arg-type]
-    async def backup_library(lib: Lib, who: Who) -> FileResponse:
+    async def backup_library(lib: Lib, who: Who, native: Native = True) -> FileResponse:
         """A backup of one library as a file download: its record (with every vector field's
         model), documents, points with all their vectors, relation graph, glossary, gap log,
         thumbnails and owed-OCR PDFs. Taken under the library's write lock: consistent while
         searches and ingests go on (a commit waits for it)."""
         _require_all(who)
-        return await _send([lib], f"{lib}.rsbak")
+        return await _send([lib], f"{lib}.rsbak", native)
 
     @router.get("/v1/backup", response_class=FileResponse, responses=download)  # type: ignore[arg-type]
     async def backup_libraries(
@@ -79,13 +82,14 @@ def backup_router(engine: "Engine", auth: Auth, settings: "Settings", folder: Pa
         library: Annotated[list[str] | None, Query(description="libraries to back up (default: all)",
                                                    json_schema_extra={"items": {"pattern": LIBRARY_NAME_PATTERN}})
                            ] = None,
+        native: Native = True,
     ) -> FileResponse:
         """A backup of several libraries (each consistent on its own) in one file."""
         _require_all(who)
         names = list(dict.fromkeys(library)) if library else engine.list_libraries()
         if not names:
             raise InvalidRequestError("there is no library to back up")
-        return await _send(names, "ragspine.rsbak")
+        return await _send(names, "ragspine.rsbak", native)
 
     @router.post("/v1/restore", status_code=201, openapi_extra={"requestBody": {
         "required": True, "content": {TAR: {"schema": {"type": "string", "format": "binary"}},

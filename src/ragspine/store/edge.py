@@ -281,6 +281,11 @@ class EdgeStore:
         recs = self._shard(name).retrieve(list(ids), with_payload=payload_selector(fields), with_vector=False)
         return [Record(str(r.id), dict(r.payload or {})) for r in recs]
 
+    def dense_fields(self, name: str) -> frozenset[str]:
+        """Names of the library's dense vector fields, int8 columns included (a restore checks
+        a native copy's against its record)."""
+        return self._dense_fields(name)
+
     def _dense_fields(self, name: str) -> frozenset[str]:
         """Names of the dense vector fields of a library, from the config the shard was created
         with (``edge_config.json``, which ``EdgeShard.load`` reads back). The binding exposes no
