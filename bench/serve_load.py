@@ -37,6 +37,16 @@ the pages OCR read during the run (with those of an upload still in flight at it
 JSON lines, and the server's log beside it: what lines a slow search up with (docs/measured.md,
 "OCR workers niced against the whole machine").
 
+With ``--threads RULES`` it compares thread settings of ``ragspine serve --engine local`` on one
+index: RULES is ``name=BLAS:RUNTIME`` items separated by commas (``auto`` for ragspine's rule,
+RAGSPINE_BLAS_THREADS / RAGSPINE_RUNTIME_THREADS unset), e.g. ``today=2:2,rule=auto``
+(numpy's and torch's own defaults on 2 cores are 2 and 2). Each rule's server runs
+``--clients-list`` (default 1,4,16) concurrent clients for ``--duration`` seconds each, and the
+rules take turns for ``--rounds`` rounds (ABBA...), so drift on a shared machine falls on
+both. The server's environment has no ``OMP_NUM_THREADS`` here (the other runs pin it to 1),
+so the rules are what set the pools. Printed per rule and client count: q/s, p50, p99 over
+the rounds, and each rule's ratios to the first.
+
 Only 127.0.0.1 is ever contacted; every server started is stopped.
 """
 
@@ -121,6 +131,47 @@ def server(engine: str, env: dict[str, str], log_path: Path, timeout: float = 24
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
         log.close()
+
+
+def threads_run(env: dict[str, str], work: Path, queries: list[str], mode: str, rules: str, clients: list[int],
+                duration: float, rounds: int, top_k: int) -> int:
+    """``--threads``: see the module docstring."""
+    parsed: dict[str, dict[str, str]] = {}
+    for item in (x.strip() for x in rules.split(",") if x.strip()):
+        name, _, spec = item.partition("=")
+        if spec == "auto":
+            parsed[name] = {}
+        else:
+            blas, _, runtime = spec.partition(":")
+            parsed[name] = {"RAGSPINE_BLAS_THREADS": blas, "RAGSPINE_RUNTIME_THREADS": runtime}
+    base_env = {k: v for k, v in env.items() if k != "OMP_NUM_THREADS"}
+    runs: dict[tuple[str, int], list[Run]] = {}
+    names = list(parsed)
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            with server("local", {**base_env, **parsed[name]}, work / f"serve-threads-{name}.log") as base:
+                drive(base, "warm-up", queries, mode, max(clients), 3.0, top_k)
+                for n in clients:
+                    runs.setdefault((name, n), []).append(
+                        drive(base, f"{name}: {n} clients", queries, mode, n, duration, top_k))
+    print(f"\n{'rule':10s} {'clients':>7s} {'ok':>6s} {'q/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'errors':>6s}")
+    merged: dict[tuple[str, int], Run] = {}
+    for (name, n), rs in runs.items():
+        m = Run(f"{name}: {n} clients")
+        for x in rs:
+            m.latencies += x.latencies
+            m.errors += x.errors
+            m.seconds += x.seconds
+        merged[(name, n)] = m
+        print(f"{name:10s} {n:7d} {len(m.latencies):6d} {m.qps:8.1f} {1000 * pct(m.latencies, 50):8.2f} "
+              f"{1000 * pct(m.latencies, 99):8.2f} {m.errors:6d}")
+    first = names[0]
+    for name in names[1:]:
+        for n in clients:
+            a, b = merged[(name, n)], merged[(first, n)]
+            print(f"{name}/{first}, {n:2d} clients: q/s x{a.qps / b.qps:.3f}, p50 x{pct(a.latencies, 50) / pct(b.latencies, 50):.3f}, "
+                  f"p99 x{pct(a.latencies, 99) / pct(b.latencies, 99):.3f}")
+    return 0
 
 
 def load_queries(data: Path) -> list[str]:
@@ -399,6 +450,10 @@ def main() -> int:
                     help="local engine only: search alone, then while the N most OCR-heavy PDFs are uploaded")
     ap.add_argument("--ocr-workers", type=int, default=None, metavar="N",
                     help="with --ocr-uploads: the server's RAGSPINE_OCR_WORKERS (default: the server's own)")
+    ap.add_argument("--threads", default=None, metavar="RULES",
+                    help="compare thread settings: name=BLAS:RUNTIME or name=auto, comma-separated")
+    ap.add_argument("--clients-list", default="1,4,16", help="client counts of a --threads run")
+    ap.add_argument("--rounds", type=int, default=2, help="turns of each rule in a --threads run")
     ap.add_argument("--trace", type=Path, default=None, metavar="FILE",
                     help="with --ocr-uploads: write every search's start and latency, and the uploads' "
                          "job states, as JSON lines (and the server's log beside it)")
@@ -429,6 +484,10 @@ def main() -> int:
               f"({sum(1 for ln in r.stdout.splitlines() if ': indexed ' in ln)} ok); mode {args.mode}; "
               f"{os.cpu_count()} CPUs", file=sys.stderr)
 
+        if args.threads:
+            return threads_run(env, work, queries, args.mode, args.threads,
+                               [int(x) for x in args.clients_list.split(",") if x.strip()], args.duration,
+                               args.rounds, args.top_k)
         if args.ocr_uploads:
             heavy = ocr_heavy([f for f in every if f not in files], args.ocr_uploads)
             print(f"uploading during the run: {', '.join(f.name for f in heavy)}", file=sys.stderr)

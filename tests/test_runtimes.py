@@ -129,3 +129,36 @@ def test_quiet_keeps_an_operators_choice_and_an_imported_telemetry_package(monke
     assert sys.modules["openvino_telemetry"] is None
     with pytest.raises(ImportError):
         import openvino_telemetry  # noqa: F401
+
+
+_THREADS = r"""
+import json, sys, tempfile
+from threadpoolctl import threadpool_info
+from ragspine.config import Settings
+from ragspine.serving.app import create_app
+before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+create_app(Settings(data_dir=tempfile.mkdtemp(), dense_model="none", **json.loads(sys.argv[1])))
+import ragspine.models._runtime  # loads torch after the server sized the pools
+import torch
+print(json.dumps({"before": before, "blas": [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"],
+                  "torch": torch.get_num_threads()}))
+"""
+
+
+@pytest.mark.parametrize("settings, blas, torch_threads", [
+    ({}, 1, None),                                   # the rule: BLAS 1, runtimes on the usable cores
+    ({"blas_threads": 2, "runtime_threads": 1}, 2, 1),
+])
+def test_a_server_sizes_its_thread_pools(settings: dict, blas: int, torch_threads: int | None) -> None:
+    pytest.importorskip("torch")
+    from ragspine.config.machine import usable_cpus
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+           and not k.startswith("RAGSPINE_")}
+    p = subprocess.run([sys.executable, "-c", _THREADS, json.dumps(settings)], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["before"] and all(n == os.cpu_count() for n in got["before"])  # numpy's own default: every core
+    assert got["blas"] == [blas] * len(got["blas"])
+    assert got["torch"] == (torch_threads if torch_threads is not None else usable_cpus())

@@ -47,3 +47,34 @@ def quiet() -> None:
     already, which is then left alone."""
     os.environ.setdefault(ORT_SWITCH, "1")
     sys.modules.setdefault(OPENVINO_TELEMETRY, None)  # type: ignore[arg-type]
+
+
+# -- threads ------------------------------------------------------------------------------------
+
+#: Threads each model runtime (torch intra-op, OpenVINO) may use in this process, set by
+#: :func:`limit_threads`; ``None``: the runtime's own choice. Process-wide because the pools are.
+_runtime_threads: int | None = None
+
+
+def limit_threads(blas: int, runtime: int) -> None:
+    """Size this process's thread pools: numpy's BLAS (OpenBLAS, MKL) to ``blas`` threads, now
+    (threadpoolctl), and the model runtimes (torch, OpenVINO) to ``runtime``, now for torch if it
+    is loaded and for every model compiled afterwards (:func:`runtime_threads`).
+
+    A server answers many searches at once, each on its own thread; a BLAS pool of every core
+    per search makes them fight over the cores (the visual exact stage: 53-76 ms with one BLAS
+    thread, 163 ms with numpy's default beside another busy process; docs/measured.md). And a
+    runtime left to its default counts the host's cores, not the container's quota."""
+    global _runtime_threads
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=blas, user_api="blas")
+    _runtime_threads = runtime
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(runtime)
+
+
+def runtime_threads() -> int | None:
+    """The thread count :func:`limit_threads` set for model runtimes, or ``None``."""
+    return _runtime_threads

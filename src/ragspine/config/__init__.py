@@ -15,7 +15,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragspine.config.api_keys import KeyEntry, parse_api_keys, read_keys_file
-from ragspine.config.machine import memory_limit
+from ragspine.config.machine import memory_limit, usable_cpus
 from ragspine.config.ranking import RankingSettings
 from ragspine.config.fusion import (
     DEFAULT_BM25_B,
@@ -104,6 +104,12 @@ class Settings(RankingSettings):
     graph_backend: Literal["auto", "files", "store"] = "auto"
     #: Threads Qdrant Edge may use for one search (0 = engine default).
     search_threads: int = Field(default=0, ge=0, le=64)
+    #: Threads of numpy's BLAS pool in a server process (``None``: 1, so that concurrent searches
+    #: each take a core instead of all fighting over all of them; docs/measured.md, "Threads").
+    blas_threads: int | None = Field(default=None, ge=1, le=256)
+    #: Threads each model runtime (torch, OpenVINO) uses in a server process (``None``: the
+    #: cores this process may use, its CPU affinity within its cgroup's quota).
+    runtime_threads: int | None = Field(default=None, ge=1, le=256)
 
     #: Resolution of the page thumbnails kept under the data dir.
     thumbnail_dpi: int = Field(default=72, ge=18, le=300)
@@ -418,6 +424,11 @@ class Settings(RankingSettings):
         if self.api_keys is None or not self.api_keys.get_secret_value().strip():
             return None
         return parse_api_keys(self.api_keys.get_secret_value())
+
+    def thread_rule(self, cpus: int | None = None) -> tuple[int, int]:
+        """``(BLAS threads, model runtime threads)`` for a server process: the settings, else
+        1 and the cores the process may use (``cpus`` overrides them)."""
+        return (self.blas_threads or 1, self.runtime_threads or cpus or usable_cpus())
 
     def lexical_postings_budget(self, memory: int | None = None) -> int:
         """``lexical_max_postings``, or when unset the postings whose index build fits

@@ -13,9 +13,13 @@ from typing import Any
 
 import torch
 
+from ragspine import runtimes as _runtimes
 from ragspine.models.errors import ModelLoadError
 
 logger = logging.getLogger(__name__)
+
+if _runtimes.runtime_threads() is not None:  # a server sized the pools before torch was loaded
+    torch.set_num_threads(_runtimes.runtime_threads())  # type: ignore[arg-type]
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES: dict[str, torch.dtype] = {

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from ragspine.errors import MissingExtraError
+from ragspine.runtimes import runtime_threads
 from ragspine.models.base import BaseDenseTextEncoder, TextKind
 from ragspine.models.errors import ModelLoadError
 
@@ -150,7 +151,11 @@ def _compile(f: Any, device: str) -> Any:
     try:
         import openvino as ov
 
-        compiled = ov.Core().compile_model(build(f), device, {"PERFORMANCE_HINT": "LATENCY"})
+        config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY"}
+        threads = runtime_threads()
+        if threads is not None:  # a server's share of the cores (ragspine.runtimes.limit_threads)
+            config["INFERENCE_NUM_THREADS"] = threads
+        compiled = ov.Core().compile_model(build(f), device, config)
     except (ImportError, RuntimeError, OSError) as exc:
         raise ModelLoadError(
             f"{MODEL_ID}: OpenVINO cannot run it here ({type(exc).__name__}: {exc}). Use the "

@@ -36,6 +36,7 @@ from ragspine.errors import (
 from ragspine.indexing import parse_metadata
 from ragspine.indexing.pdf import sniff_pdf
 from ragspine.retrieval.explain import heatmap_png
+from ragspine.runtimes import limit_threads
 from ragspine.serving.auth import Auth, Principal
 from ragspine.serving.backup_routes import backup_router
 from ragspine.serving.chain_routes import chain_router
@@ -65,6 +66,10 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
     and closed at shutdown. ``close_engine``: the shutdown closes a passed engine too (``ragspine
     demo``: uvicorn re-raises SIGTERM once it has shut down, so the command's own ``finally``
     never runs)."""
+    # The server's share of the cores, before the engine loads any model (ragspine.runtimes).
+    blas, runtime = settings.thread_rule()
+    limit_threads(blas, runtime)
+    logger.info("threads: BLAS %d, model runtimes %d", blas, runtime)
     eng = engine if engine is not None else Engine(settings)
     jobs = JobRunner(settings.ingest_workers, JobRecords(
         eng.store, eng.replica, heartbeat=settings.job_stale_seconds / 6, stale_after=settings.job_stale_seconds,
