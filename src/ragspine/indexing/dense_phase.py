@@ -5,8 +5,8 @@ pages/s against 38 with BM25 alone; ``docs/measured.md``). With the dense phase 
 background (``RAGSPINE_DENSE_PHASE=background``, and the server's and the demo's default through
 ``auto``), an ingest writes and commits its version at BM25 speed: passages whose exact text the
 replaced version has a vector for take it at once (:mod:`ragspine.indexing.dense_reuse`), the
-others are written without one, and :func:`fill_version` encodes them here, on one background
-thread (:class:`DenseQueue`). The document is searchable by its words (and its page images) at
+others are written without one, and :meth:`DenseFiller.fill_version` encodes them here, on one
+background thread (:class:`DenseQueue`). The document is searchable by its words (and its page images) at
 once and by meaning when its phase ends; its entry says ``dense: pending`` until then and
 ``done`` after. Meanwhile the dense channel does not see its new passages (a point without a
 vector is in no dense index), so ``economy`` ranks them by BM25 alone.
@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ragspine.catalog import DENSE_CHUNK, identity
 from ragspine.errors import ModelMismatchError, ServerStoppingError
@@ -33,14 +33,16 @@ from ragspine.policy import CLASSIFICATION, point_restricted
 from ragspine.scoring.indexed_text import CONTEXT_KEY, payload_text
 from ragspine.store.base import KIND_CHUNK, Where
 
+from ragspine.indexing.states import DenseState
+
 if TYPE_CHECKING:
-    from ragspine.indexing.pipeline import Indexer
+    from ragspine.catalog import Libraries
+    from ragspine.models.modelset import ModelSet
+    from ragspine.store.base import Store
 
 logger = logging.getLogger(__name__)
 
-#: A document's dense state in its manifest entry and ingest result: ``none`` (its library has
-#: no dense model), ``pending`` (passages still without a vector), ``done``.
-DenseState = Literal["none", "pending", "done"]
+__all__ = ["BATCH", "YIELD_S", "DenseFiller", "DenseQueue", "DenseState", "follow"]
 #: Passages encoded and written per step, taken in order of length over the whole document (the
 #: stop flag and the OCR yield are checked between steps). One step is one encoder call, which
 #: sorts its passages by tokens: unsorted, 64 a call encoded MMLongBench passages at 55/s and
@@ -51,80 +53,90 @@ DenseState = Literal["none", "pending", "done"]
 BATCH = 64
 
 
-def owed(ix: Indexer, library: str) -> list[tuple[str, int]]:
-    """(doc_id, live version) of every document of ``library`` whose dense phase is owed."""
-    return [(str(e["doc_id"]), int(e["active_version"])) for e in ix.libraries.doc_entries(library)
-            if e.get("dense") == "pending" and e.get("active_version")]
-
-
-#: The longest a batch waits for the OCR workers' URGENT reads (see :func:`yield_to_ocr`): a
-#: stream of uploads may keep one in progress for long, and the dense phase must still move.
+#: The longest a batch waits for the OCR workers' URGENT reads (see :meth:`DenseFiller.yield_to_ocr`):
+#: a stream of uploads may keep one in progress for long, and the dense phase must still move.
 YIELD_S = 30.0
 
 
-def yield_to_ocr(ix: Indexer) -> None:
-    """Before a batch: wait while the OCR workers read pages a caller waits for (a first phase's
-    stamp images), at most :data:`YIELD_S`. The workers are niced below this process, so a batch
-    encoded meanwhile takes their cores: with the dense phase in the background, every first
-    phase of ``ragspine eval --ocr auto`` was live after 83.6 s instead of 34-40 s, 74.4 s of
-    it waiting for stamps (docs/measured.md)."""
-    pool = ix.ocr_pool
-    if pool is not None:
-        pool.wait_urgent(YIELD_S)
+class DenseFiller:
+    """The dense phase's work: the manifest it reads and marks, the store it writes vectors to,
+    the dense model, and the OCR workers it yields to (``ocr_pool()``: the indexer's, or None)."""
 
+    def __init__(self, libraries: Libraries, store: Store, models: ModelSet,
+                 ocr_pool: Callable[[], Any] = lambda: None) -> None:
+        self.libraries = libraries
+        self.store = store
+        self.models = models
+        self._ocr_pool = ocr_pool
 
-def fill_version(ix: Indexer, library: str, doc_id: str, version: int,
-                 stop: Callable[[], bool] = lambda: False,
-                 before_batch: Callable[[], object] = lambda: None) -> int:
-    """Encode the passages of ``doc_id``'s live ``version`` that have no dense vector yet, then
-    mark the document ``dense: done``; how many were encoded. 0 when nothing is owed (done
-    already, or the version was replaced). ``stop()`` true between two batches raises
-    :class:`ServerStoppingError` and leaves the document pending; ``before_batch()`` runs before
-    each batch is encoded (the background phase's :func:`yield_to_ocr`)."""
-    model = ix.models.dense
-    with ix.libraries.writing(library), ix.libraries.doc_lock(library, doc_id):
-        entry = ix.libraries.doc_entry(library, doc_id) or {}
-        if entry.get("dense") != "pending" or entry.get("active_version") != version:
-            return 0
-        have = ix.libraries.get(library).encoders.get(DENSE_CHUNK) or {}
-        if model is None or any(have.get(k) != v for k, v in identity(model).items()):
-            raise ModelMismatchError(
-                f"document '{doc_id}' of library '{library}' owes vectors of {have.get('model')}, and this process "
-                f"does not load that model (it loads {identity(model)['model'] if model is not None else 'none'})")
-        recs = [r for r in ix.store.scroll(library, Where(kind=KIND_CHUNK, doc_id=doc_id, version=version),
-                                           fields=("text", CONTEXT_KEY, "sensitivity", CLASSIFICATION))
-                if not point_restricted(r.payload)]
-        recs.sort(key=lambda r: len(payload_text(r.payload)))  # steps of like lengths: see BATCH
-        n = 0
-        for i in range(0, len(recs), BATCH):
-            if stop():
-                raise ServerStoppingError(
-                    f"the server is stopping: the dense vectors of document '{doc_id}' stay pending; the next start "
-                    "(or 'ragspine libraries --add-dense') finishes them")
-            part = recs[i:i + BATCH]
-            # Passages that took the replaced version's vectors at write time already have one.
-            got = ix.store.retrieve_vectors(library, [str(r.id) for r in part], DENSE_CHUNK)
-            part = [r for r in part if str(r.id) not in got]
-            if not part:
-                continue
-            before_batch()
-            vectors = model.encode([payload_text(r.payload) for r in part], kind="document")  # context and text
-            ix.libraries.check_lease(library)
-            ix.store.update_dense(library, DENSE_CHUNK, [(str(r.id), v) for r, v in zip(part, vectors)])
-            n += len(part)
-        ix.store.flush(library)
-        with ix.libraries.lock(library):
-            entry = ix.libraries.doc_entry(library, doc_id) or {}
-            if entry.get("active_version") == version:
-                ix.libraries.check_lease(library)
-                ix.libraries.put_doc_entry(library, {**entry, "dense": "done"})
-    logger.info("dense phase: %d passages encoded", n)
-    return n
+    def owed(self, library: str) -> list[tuple[str, int]]:
+        """(doc_id, live version) of every document of ``library`` whose dense phase is owed."""
+        return [(str(e["doc_id"]), int(e["active_version"])) for e in self.libraries.doc_entries(library)
+                if e.get("dense") == "pending" and e.get("active_version")]
+
+    def yield_to_ocr(self) -> None:
+        """Before a batch: wait while the OCR workers read pages a caller waits for (a first
+        phase's stamp images), at most :data:`YIELD_S`. The workers are niced below this process,
+        so a batch encoded meanwhile takes their cores: with the dense phase in the background,
+        every first phase of ``ragspine eval --ocr auto`` was live after 83.6 s instead of 34-40
+        s, 74.4 s of it waiting for stamps (docs/measured.md)."""
+        pool = self._ocr_pool()
+        if pool is not None:
+            pool.wait_urgent(YIELD_S)
+
+    def fill_version(self, library: str, doc_id: str, version: int, stop: Callable[[], bool] = lambda: False,
+                     before_batch: Callable[[], object] = lambda: None) -> int:
+        """Encode the passages of ``doc_id``'s live ``version`` that have no dense vector yet,
+        then mark the document ``dense: done``; how many were encoded. 0 when nothing is owed
+        (done already, or the version was replaced). ``stop()`` true between two batches raises
+        :class:`ServerStoppingError` and leaves the document pending; ``before_batch()`` runs
+        before each batch is encoded (the background phase's :meth:`yield_to_ocr`)."""
+        libs, store = self.libraries, self.store
+        model = self.models.dense
+        with libs.writing(library), libs.doc_lock(library, doc_id):
+            entry = libs.doc_entry(library, doc_id) or {}
+            if entry.get("dense") != "pending" or entry.get("active_version") != version:
+                return 0
+            have = libs.get(library).encoders.get(DENSE_CHUNK) or {}
+            if model is None or any(have.get(k) != v for k, v in identity(model).items()):
+                raise ModelMismatchError(
+                    f"document '{doc_id}' of library '{library}' owes vectors of {have.get('model')}, and this "
+                    f"process does not load that model (it loads "
+                    f"{identity(model)['model'] if model is not None else 'none'})")
+            recs = [r for r in store.scroll(library, Where(kind=KIND_CHUNK, doc_id=doc_id, version=version),
+                                            fields=("text", CONTEXT_KEY, "sensitivity", CLASSIFICATION))
+                    if not point_restricted(r.payload)]
+            recs.sort(key=lambda r: len(payload_text(r.payload)))  # steps of like lengths: see BATCH
+            n = 0
+            for i in range(0, len(recs), BATCH):
+                if stop():
+                    raise ServerStoppingError(
+                        f"the server is stopping: the dense vectors of document '{doc_id}' stay pending; the next "
+                        "start (or 'ragspine libraries --add-dense') finishes them")
+                part = recs[i:i + BATCH]
+                # Passages that took the replaced version's vectors at write time already have one.
+                got = store.retrieve_vectors(library, [str(r.id) for r in part], DENSE_CHUNK)
+                part = [r for r in part if str(r.id) not in got]
+                if not part:
+                    continue
+                before_batch()
+                vectors = model.encode([payload_text(r.payload) for r in part], kind="document")  # context, text
+                libs.check_lease(library)
+                store.update_dense(library, DENSE_CHUNK, [(str(r.id), v) for r, v in zip(part, vectors)])
+                n += len(part)
+            store.flush(library)
+            with libs.lock(library):
+                entry = libs.doc_entry(library, doc_id) or {}
+                if entry.get("active_version") == version:
+                    libs.check_lease(library)
+                    libs.put_doc_entry(library, {**entry, "dense": "done"})
+        logger.info("dense phase: %d passages encoded", n)
+        return n
 
 
 class DenseQueue:
     """The dense phase of each document, one at a time on one background thread (the encoder
-    uses every core itself). ``run(library, doc_id, version, stop)`` is :func:`fill_version`."""
+    uses every core itself). ``run(library, doc_id, version, stop)`` is :meth:`DenseFiller.fill_version`."""
 
     def __init__(self, run: Callable[[str, str, int, Callable[[], bool]], int]) -> None:
         self._run = run

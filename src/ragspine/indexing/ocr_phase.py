@@ -36,18 +36,17 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragspine.errors import DocumentError, OcrClaimLostError, ServerStoppingError
 from ragspine.indexing.results import IngestResult
+from ragspine.indexing.states import OcrState
 
 if TYPE_CHECKING:
-    from ragspine.indexing.pipeline import Indexer
+    from ragspine.catalog import Libraries
 
 logger = logging.getLogger(__name__)
 
-#: A document's OCR state, in its manifest entry and everywhere it is shown.
-OcrState = Literal["none", "pending", "done", "failed"]
 #: States in which phase 2 is still owed: such a document is never "unchanged".
 OPEN_STATES = ("pending", "failed")
 
@@ -117,24 +116,39 @@ class PendingSources:
         shutil.rmtree(self.root / library, ignore_errors=True)
 
 
-class DeferredOcr:
-    """Phase 2 and the OCR state of documents, for one :class:`~ragspine.indexing.Indexer`."""
+class Reingest(Protocol):
+    """How phase 2 ingests a document's bytes again (:meth:`Indexer.ingest`)."""
 
-    def __init__(self, indexer: "Indexer") -> None:
-        # A proxy, not a reference: a cycle would keep the indexer (and its store, whose shard
-        # is closed when it is freed) alive after its engine is dropped unclosed.
-        self.ix = weakref.proxy(indexer)
+    def __call__(self, library: str, data: bytes, meta: Any, *, filename: str | None,
+                 ocr_progress: Callable[[int, int], None] | None, expect_key: str) -> Any: ...
+
+
+class DeferredOcr:
+    """Phase 2 and the OCR state of documents: the manifest it reads and writes, the kept PDFs,
+    and the ingest that reads them again (``reingest``, held weakly: a cycle would keep the
+    indexer, and its store, alive after its engine is dropped unclosed)."""
+
+    def __init__(self, libraries: "Libraries", pending: PendingSources, reingest: Reingest) -> None:
+        self.libraries = libraries
+        self.pending = pending
+        self._reingest = weakref.WeakMethod(reingest)  # type: ignore[arg-type]
+
+    def _ingest(self) -> Reingest:
+        fn = self._reingest()
+        if fn is None:
+            raise ServerStoppingError("the indexer of this OCR phase was closed")
+        return fn  # type: ignore[return-value]
 
     def finish(self, library: str, doc_id: str, progress: Callable[[int, int], None] | None = None) -> Any:
         """Phase 2 of a document whose OCR is ``pending`` or ``failed``: the same bytes ingested
         again with every region read, as a new version. None when nothing is owed (done, or a
         newer version superseded it). A failure leaves the phase-1 version live and the entry
         ``failed``, and raises."""
-        entry = self.ix.libraries.doc_entry(library, doc_id)
+        entry = self.libraries.doc_entry(library, doc_id)
         if not entry or entry.get("ocr") not in OPEN_STATES:
             return None
         key = str(entry.get("content_key"))
-        got = self.ix.pending.get(library, key)
+        got = self.pending.get(library, key)
         if got is None:
             self._state(library, doc_id, key, "failed")
             raise DocumentError(
@@ -143,9 +157,9 @@ class DeferredOcr:
         data, meta, filename = got
         self._state(library, doc_id, key, "pending")
         try:
-            res = self.ix.ingest(library, data, meta, filename=filename, ocr_progress=progress, expect_key=key)
+            res = self._ingest()(library, data, meta, filename=filename, ocr_progress=progress, expect_key=key)
         except Superseded:
-            self.ix.pending.remove(library, key)
+            self.pending.remove(library, key)
             return None
         except OcrClaimLostError:
             raise  # the claim's new holder runs it now: its state is that run's to say
@@ -159,19 +173,19 @@ class DeferredOcr:
         return [e["doc_id"] for e in self.owed_entries(library)]
 
     def owed_entries(self, library: str) -> list[dict[str, Any]]:
-        return [e for e in self.ix.libraries.doc_entries(library) if e.get("ocr") in OPEN_STATES]
+        return [e for e in self.libraries.doc_entries(library) if e.get("ocr") in OPEN_STATES]
 
     def owe_whole(self, library: str, doc_id: str, key: str, data: bytes, meta: Any, filename: str | None,
                   pages: list[int], t0: float) -> Any:
         """Every page of a document needs OCR: keep its bytes and record the owed OCR in its
         entry (no version is written; an earlier version of the document stays live until
         phase 2 commits), and answer ``ocr_pending`` at once."""
-        self.ix.pending.put(library, key, data, meta.model_dump(mode="json"), filename)
-        with self.ix.libraries.writing(library), self.ix.libraries.doc_lock(library, doc_id), \
-                self.ix.libraries.lock(library):
-            prev = self.ix.libraries.doc_entry(library, doc_id)
-            self.ix.libraries.check_lease(library)
-            self.ix.libraries.put_doc_entry(library, {
+        self.pending.put(library, key, data, meta.model_dump(mode="json"), filename)
+        with self.libraries.writing(library), self.libraries.doc_lock(library, doc_id), \
+                self.libraries.lock(library):
+            prev = self.libraries.doc_entry(library, doc_id)
+            self.libraries.check_lease(library)
+            self.libraries.put_doc_entry(library, {
                 **(prev or {"doc_id": doc_id}), "content_key": key, "ocr": "pending",
                 "ocr_pending_pages": list(pages), "filename": filename,
             })
@@ -182,7 +196,7 @@ class DeferredOcr:
         """Mark ``pending`` OCR of a library ``failed``: called once per process before its first
         use, when no phase 2 of this process can be running; how many were marked."""
         n = 0
-        for e in self.ix.libraries.doc_entries(library):
+        for e in self.libraries.doc_entries(library):
             if e.get("ocr") == "pending":
                 n += self._state(library, e["doc_id"], str(e.get("content_key")), "failed")
         return n
@@ -191,11 +205,11 @@ class DeferredOcr:
         """Set the entry's OCR state (pending or failed) if it is still the version with content
         ``key`` and its OCR is still owed: a late run (a replica whose claim ran out) never marks
         an OCR that another run finished meanwhile ``failed``."""
-        with self.ix.libraries.lock(library):
-            e = self.ix.libraries.doc_entry(library, doc_id)
+        with self.libraries.lock(library):
+            e = self.libraries.doc_entry(library, doc_id)
             if not e or e.get("content_key") != key or e.get("ocr") == state or e.get("ocr") not in OPEN_STATES:
                 return False
-            return self.ix.libraries.update_doc_entry(library, {**e, "ocr": state}, {"content_key": key})
+            return self.libraries.update_doc_entry(library, {**e, "ocr": state}, {"content_key": key})
 
 
 class OcrQueue:

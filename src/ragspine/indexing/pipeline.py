@@ -16,30 +16,34 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ragspine.catalog import Libraries, check_doc_id
 from ragspine.config import Settings
-from ragspine.errors import DocumentError, DocumentNotFoundError, InvalidRequestError, OversizeError
+from ragspine.errors import DocumentError, InvalidRequestError, OversizeError
 from ragspine.indexing.bm25_stats import LibraryStatistics
 from ragspine.indexing.content_key import content_key
 from ragspine.indexing.context import HEADING_LINES, ContextBuilder
 from ragspine.indexing.dense_backfill import fill_if_added
+from ragspine.indexing.dense_phase import DenseFiller
 from ragspine.indexing.listeners import Listeners
 from ragspine.indexing.metadata import DocumentMetadata, default_doc_id, parse_metadata, with_derived
 from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
-from ragspine.indexing.ocr_phase import OPEN_STATES, DeferredOcr, OcrState, PendingSources, Superseded
+from ragspine.indexing.ocr_phase import OPEN_STATES, DeferredOcr, PendingSources, Superseded
+from ragspine.indexing.states import OcrState
 from ragspine.indexing.ocr_pool import BACKGROUND, URGENT, OcrProcesses, auto_workers
 from ragspine.indexing.pdf import ParsedPDF, open_pdf
 from ragspine.indexing.profile import document_profile
+from ragspine.indexing.removal import DocumentRemoval
 from ragspine.indexing.render import RenderProcesses
 from ragspine.indexing.results import IngestResult
 from ragspine.indexing.textpage import text_page
 from ragspine.indexing.thumbnails import Thumbnails
 from ragspine.indexing.versions import Versions
-from ragspine.indexing.writer import commit_version, writable_models, write_version
+from ragspine.indexing.writer import VersionCommit, VersionWriter, writable_models
 from ragspine.models.modelset import ModelSet
 from ragspine.ocr.rapid import resolve_device
 from ragspine.policy import PagePolicy, is_restricted, normalize_sensitivity
@@ -82,10 +86,21 @@ class Indexer:
         self.ocr = OcrStage(settings, self.ocr_pool)
         #: PDFs waiting for the second phase of a deferred OCR (ragspine.indexing.ocr_phase).
         self.pending = PendingSources(Path(settings.data_dir) / "ocr-pending")
-        self.deferred = DeferredOcr(self)
+        self.deferred = DeferredOcr(self.libraries, self.pending, self.ingest)
         #: Called after each step of a replace with the step's name; tests inject failures here.
         self.step_hook: Callable[[str], None] | None = None
         self.listeners = Listeners()
+        # Components reach back only weakly: a cycle would keep the indexer (and its store, whose
+        # shard is closed when it is freed) alive after its engine is dropped unclosed.
+        me = weakref.ref(self)
+        step = _weak_step(me)
+        #: A version's points, and its commit (ragspine.indexing.writer).
+        self.writer = VersionWriter(settings, self.store, self.libraries, self.stats, self.bm25, self.renders, thumbs)
+        self.committer = VersionCommit(self.store, self.libraries, self.versions, self.stats, self.listeners, step)
+        self.removal = DocumentRemoval(self.store, self.libraries, thumbs, self.pending, self.stats, self.listeners)
+        #: The dense phase's work (ragspine.indexing.dense_phase), yielding to this OCR pool.
+        self.dense = DenseFiller(self.libraries, self.store, self.models,
+                                 lambda: getattr(me(), "ocr_pool", None))
         # Several replicas: the replica that takes a dead writer's lease rolls back its leftovers.
         libraries.on_takeover = self._take_over
 
@@ -366,7 +381,8 @@ class Indexer:
                         seconds=time.perf_counter() - t0,
                     )
                 rec = self.libraries.get(library)
-                models = writable_models(self, library, rec, doc_id, parsed, kept, page_vectors)
+                models = writable_models(self.models, self.ocr.opts.mode, library, rec, doc_id, parsed, kept,
+                                         page_vectors)
                 old_version = int(prev["active_version"]) if prev and prev.get("active_version") else None
                 version = max(int(prev.get("max_version", 0)) if prev else 0, old_version or 0) + 1
                 # The profile's issuer, period, ... join the caller's fields where the caller set none.
@@ -397,8 +413,8 @@ class Indexer:
                 )
                 self._step("staged_entry")
             try:
-                chunk_stats, page_stats, n_chunks, passages, owed_dense = write_version(
-                    self, library, rec_stats=rec.stats, parsed=parsed, base=base, classes=classes, version=version,
+                chunk_stats, page_stats, n_chunks, passages, owed_dense = self.writer.write(
+                    library, rec_stats=rec.stats, parsed=parsed, base=base, classes=classes, version=version,
                     total=total, progress=progress, models=models, page_vectors=page_vectors, replaces=old_version,
                     defer_dense=defer_dense, context=context,
                 )
@@ -406,7 +422,7 @@ class Indexer:
                 self._step("written")
                 with self.libraries.lock(library):
                     self.libraries.check_lease(library)
-                    if fill_if_added(self, library, models.dense, doc_id, version):  # add_dense ran meanwhile
+                    if fill_if_added(self.dense, library, models.dense, doc_id, version):  # add_dense ran meanwhile
                         dense_state = "done"
                     self.store.set_payload(library, Where(doc_id=doc_id, version=version), {"state": "live"})
                     self._step("live")
@@ -438,7 +454,7 @@ class Indexer:
                     "doc_stats": {"chunk": chunk_stats.to_json(), "page": page_stats.to_json()},
                     "profile": profile.to_json(),
                 }
-                warnings = commit_version(self, library, entry, prev, chunk_stats, page_stats, passages)
+                warnings = self.committer.commit(library, entry, prev, chunk_stats, page_stats, passages)
         logger.info(
             "indexed version %d: %d pages, %d dropped, %d passages", version, len(kept), len(dropped), n_chunks
         )
@@ -453,23 +469,8 @@ class Indexer:
     # -- delete and recovery ------------------------------------------------------------------
 
     def delete(self, library: str, doc_id: str) -> None:
-        """Remove every trace of a document: passages, pages, thumbnails, manifest entry."""
-        check_doc_id(doc_id)
-        with self.libraries.doc_lock(library, doc_id), self.libraries.lock(library):
-            entry = self.libraries.doc_entry(library, doc_id)
-            # A document owed whole to its OCR (ocr_pending: no version yet) is deleted too: its
-            # kept bytes go, and a second phase still running finds it gone (Superseded).
-            if entry is None or not (entry.get("active_version") or entry.get("ocr") in OPEN_STATES):
-                raise DocumentNotFoundError(f"no document '{doc_id}' in library '{library}'")
-            self.store.delete(library, Where(doc_id=doc_id))  # points of every version + entry
-            self.libraries.manifest_changed(library)
-            self.thumbs.remove_doc(library, doc_id)
-            self.pending.remove(library, str(entry.get("content_key")))
-            self.stats.subtract(library, entry.get("doc_stats"))
-            self.store.optimize(library)  # no trace in IDF statistics or on disk
-            self.listeners.notify("document_deleted", library, doc_id)
-            self.stats.maybe_reweight(library)
-        logger.info("deleted a document and its thumbnails")
+        """Remove every trace of a document (:meth:`DocumentRemoval.delete`)."""
+        self.removal.delete(library, doc_id)
 
     # -- maintenance ----------------------------------------------------------------------------
 
@@ -494,5 +495,8 @@ class Indexer:
 
     def library_deleted(self, library: str) -> None:
         """Tell the listeners a library is gone (its thumbnails and points already are)."""
-        self.pending.remove_library(library)
-        self.listeners.notify("library_deleted", library)
+        self.removal.library_deleted(library)
+
+
+def _weak_step(me: weakref.ref[Indexer]) -> Callable[[str], None]:
+    return lambda name: None if (ix := me()) is None else ix._step(name)

@@ -4,11 +4,9 @@ document's first or only phase, and of its second (OCR) phase."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from ragspine.indexing.dense_phase import DenseState
-    from ragspine.indexing.ocr_phase import OcrState
+from ragspine.indexing.states import DenseState, OcrState
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """Writing one version of a document (the middle of :meth:`Indexer.ingest`): the models it is
 written with (:func:`writable_models`), its passages and pages in batches, rendered one batch
-ahead, encoded, and upserted by a writer thread (:func:`write_version`, between the staging
+ahead, encoded, and upserted by a writer thread (:class:`VersionWriter`, between the staging
 entry and the step that sets the version live), and the commit that makes it the document's
-active version (:func:`commit_version`)."""
+active version (:class:`VersionCommit`). Each takes the parts it uses, not the indexer."""
 
 from __future__ import annotations
 
@@ -24,131 +24,157 @@ from ragspine.indexing.render import PageRenderer
 from ragspine.store.base import SPARSE_CHUNK, SPARSE_PAGE, PointData
 
 if TYPE_CHECKING:
-    from ragspine.indexing.pipeline import Indexer
+    from ragspine.catalog import Libraries
+    from ragspine.config import Settings
+    from ragspine.indexing.bm25_stats import LibraryStatistics
+    from ragspine.indexing.listeners import Listeners
+    from ragspine.indexing.render import RenderProcesses
+    from ragspine.indexing.thumbnails import Thumbnails
+    from ragspine.indexing.versions import Versions
+    from ragspine.models.modelset import ModelSet
+    from ragspine.scoring.bm25 import BM25Params
+    from ragspine.store.base import Store
 
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 
 
-def write_version(
-    self: "Indexer",
-    library: str,
-    *,
-    rec_stats: dict[str, LengthStats],
-    parsed: ParsedPDF,
-    base: dict[str, Any],
-    classes: Mapping[int, str | None],
-    version: int,
-    total: int,
-    progress: Progress | None,
-    models: LibraryModels,
-    page_vectors: Mapping[int, Any] | None = None,
-    replaces: int | None = None,
-    defer_dense: bool = False,
-    context: ContextBuilder | None = None,
-) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]], int]:
-    """``context``: what passages and pages are indexed with besides their text
-    (:mod:`ragspine.indexing.context`; None: nothing). ``replaces``: the live version this one
-    will replace, whose dense vectors passages of the same context and text take instead of being
-    encoded again (:mod:`ragspine.indexing.dense_reuse`).
-    ``defer_dense``: the other passages are written without one, for the dense phase
-    (:mod:`ragspine.indexing.dense_phase`). The last value returned: how many were."""
-    s = self.settings
-    doc_id = base["doc_id"]
-    reuse = DenseReuse()
-    if models.dense is not None and replaces is not None:
-        reuse = DenseReuse.of_version(self.store, library, doc_id, replaces)
-    # Tokenise first: BM25 weights need the average length, which this document changes.
-    per_page = [page_passages(page, s.chunk_chars, s.chunk_overlap, context) for page in parsed.pages]
-    chunk_stats, page_stats = length_stats(per_page)
+class VersionWriter:
+    """Writes one version of a document: its passages and pages as points, in batches, with the
+    renders, encoders and writes overlapping (the middle of :meth:`Indexer.ingest`). What it
+    needs, and nothing else of the indexer: the settings, the store and the library records
+    (for the writer lease), the BM25 statistics and parameters, the render workers and the
+    thumbnails."""
 
-    avg_c = self.stats.basis(rec_stats.get(SPARSE_CHUNK), chunk_stats)
-    avg_p = self.stats.basis(rec_stats.get(SPARSE_PAGE), page_stats)
-    passages: list[dict[str, Any]] = []
-    n_chunks = 0
-    done = 0
-    # Pages go through in batches: render (thumbnail + model image) one batch ahead on a
-    # helper thread, encode the batch, upsert it. Only that helper touches the PDF while
-    # it runs, and the main thread never does (MuPDF documents are not thread-safe).
-    size = s.page_batch_size if models.page is not None else UPSERT_BATCH
-    batches = [per_page[i : i + size] for i in range(0, len(per_page), size)]
-    want_image = models.page is not None and parsed.doc is not None and page_vectors is None
+    def __init__(self, settings: Settings, store: Store, libraries: Libraries, stats: LibraryStatistics,
+                 bm25: BM25Params, renders: RenderProcesses, thumbs: Thumbnails) -> None:
+        self.settings = settings
+        self.store = store
+        self.libraries = libraries
+        self.stats = stats
+        self.bm25 = bm25
+        self.renders = renders
+        self.thumbs = thumbs
 
-    def write(points: list[PointData]) -> None:
-        for i in range(0, len(points), UPSERT_BATCH):
-            self.libraries.check_lease(library)  # a writer whose lease ran out writes nothing more
-            self.store.upsert(library, points[i : i + UPSERT_BATCH])
+    def write(
+        self,
+        library: str,
+        *,
+        rec_stats: dict[str, LengthStats],
+        parsed: ParsedPDF,
+        base: dict[str, Any],
+        classes: Mapping[int, str | None],
+        version: int,
+        total: int,
+        progress: Progress | None,
+        models: LibraryModels,
+        page_vectors: Mapping[int, Any] | None = None,
+        replaces: int | None = None,
+        defer_dense: bool = False,
+        context: ContextBuilder | None = None,
+    ) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]], int]:
+        """``context``: what passages and pages are indexed with besides their text
+        (:mod:`ragspine.indexing.context`; None: nothing). ``replaces``: the live version this
+        one will replace, whose dense vectors passages of the same context and text take instead
+        of being encoded again (:mod:`ragspine.indexing.dense_reuse`). ``defer_dense``: the
+        other passages are written without one, for the dense phase
+        (:mod:`ragspine.indexing.dense_phase`). The last value returned: how many were."""
+        s = self.settings
+        doc_id = base["doc_id"]
+        reuse = DenseReuse()
+        if models.dense is not None and replaces is not None:
+            reuse = DenseReuse.of_version(self.store, library, doc_id, replaces)
+        # Tokenise first: BM25 weights need the average length, which this document changes.
+        per_page = [page_passages(page, s.chunk_chars, s.chunk_overlap, context) for page in parsed.pages]
+        chunk_stats, page_stats = length_stats(per_page)
 
-    # Three stages overlap: rendering (helper thread) | encoding (this thread; torch releases
-    # the GIL on the device) | writing (writer thread). At most one batch waits to be
-    # written, and every write has finished before this returns or raises: an abort must
-    # never race a late write of the version it deletes.
-    writing: Future[None] | None = None
-    pending: deque[Any] = deque()
+        avg_c = self.stats.basis(rec_stats.get(SPARSE_CHUNK), chunk_stats)
+        avg_p = self.stats.basis(rec_stats.get(SPARSE_PAGE), page_stats)
+        passages: list[dict[str, Any]] = []
+        n_chunks = 0
+        done = 0
+        # Pages go through in batches: render (thumbnail + model image) one batch ahead on a
+        # helper thread, encode the batch, upsert it. Only that helper touches the PDF while
+        # it runs, and the main thread never does (MuPDF documents are not thread-safe).
+        size = s.page_batch_size if models.page is not None else UPSERT_BATCH
+        batches = [per_page[i : i + size] for i in range(0, len(per_page), size)]
+        want_image = models.page is not None and parsed.doc is not None and page_vectors is None
 
-    def numbers(batch: list[PagePassages]) -> list[int]:
-        return [pp.page.number for pp in batch]
+        def write(points: list[PointData]) -> None:
+            for i in range(0, len(points), UPSERT_BATCH):
+                self.libraries.check_lease(library)  # a writer whose lease ran out writes nothing more
+                self.store.upsert(library, points[i : i + UPSERT_BATCH])
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-render") as thread, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-write") as writer, \
-            PageRenderer(parsed, thread=thread, procs=self.renders, encoder=models.page, want_image=want_image,
-                         key=f"{library}/{doc_id}/{version}", thumb_dpi=s.thumbnail_dpi,
-                         thumb_max_px=s.thumbnail_max_px, image_dpi=s.page_render_dpi) as renderer:
-        ahead = renderer.ahead
-        try:
-            pending = deque(renderer.submit(numbers(b)) for b in batches[:ahead])
-            for bi, batch in enumerate(batches):
-                rendered = renderer.collect(pending.popleft(), numbers(batch))
-                if bi + ahead < len(batches):
-                    pending.append(renderer.submit(numbers(batches[bi + ahead])))
-                encoded: list[Any] = [None] * len(batch)
-                if want_image:
-                    encoded = models.page.encode_pages([img for _, img in rendered])
-                elif page_vectors is not None and models.page is not None:
-                    encoded = [page_vectors[pp.page.number] for pp in batch]
-                    for enc in encoded:
-                        if int(enc.dim) != int(models.page.dim):
-                            raise InvalidRequestError(
-                                f"page_vectors have dim {enc.dim}; the library's page field has {models.page.dim}"
-                            )
-                dense: list[Any] = []
-                if models.dense is not None:
-                    # Context and text, as BM25 sees them: the reuse below is keyed on this too.
-                    texts = [p.indexed(pp.page) for pp in batch for p in pp.passages]
-                    dense = reuse.encode(models.dense, texts, defer=defer_dense) if texts else []
-                points: list[PointData] = []
-                for pp, (png, _), enc in zip(batch, rendered, encoded):
-                    n = len(pp.passages)
-                    pts, psg = page_points(pp, base=base, classification=classes[pp.page.number], version=version,
-                                           avgdl=(avg_c, avg_p), bm25=self.bm25, encoded=enc, models=models,
-                                           dense=dense[:n])
-                    dense = dense[n:]
-                    points += pts
-                    passages += psg
-                    n_chunks += n
-                    if png is not None:
-                        thumb = self.thumbs.path(library, doc_id, version, pp.page.number)
-                        thumb.parent.mkdir(parents=True, exist_ok=True)
-                        thumb.write_bytes(png)
+        # Three stages overlap: rendering (helper thread) | encoding (this thread; torch releases
+        # the GIL on the device) | writing (writer thread). At most one batch waits to be
+        # written, and every write has finished before this returns or raises: an abort must
+        # never race a late write of the version it deletes.
+        writing: Future[None] | None = None
+        pending: deque[Any] = deque()
+
+        def numbers(batch: list[PagePassages]) -> list[int]:
+            return [pp.page.number for pp in batch]
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-render") as thread, \
+                ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-write") as writer, \
+                PageRenderer(parsed, thread=thread, procs=self.renders, encoder=models.page, want_image=want_image,
+                             key=f"{library}/{doc_id}/{version}", thumb_dpi=s.thumbnail_dpi,
+                             thumb_max_px=s.thumbnail_max_px, image_dpi=s.page_render_dpi) as renderer:
+            ahead = renderer.ahead
+            try:
+                pending = deque(renderer.submit(numbers(b)) for b in batches[:ahead])
+                for bi, batch in enumerate(batches):
+                    rendered = renderer.collect(pending.popleft(), numbers(batch))
+                    if bi + ahead < len(batches):
+                        pending.append(renderer.submit(numbers(batches[bi + ahead])))
+                    encoded: list[Any] = [None] * len(batch)
+                    if want_image:
+                        encoded = models.page.encode_pages([img for _, img in rendered])
+                    elif page_vectors is not None and models.page is not None:
+                        encoded = [page_vectors[pp.page.number] for pp in batch]
+                        for enc in encoded:
+                            if int(enc.dim) != int(models.page.dim):
+                                raise InvalidRequestError(
+                                    f"page_vectors have dim {enc.dim}; the library's page field has {models.page.dim}"
+                                )
+                    dense: list[Any] = []
+                    if models.dense is not None:
+                        # Context and text, as BM25 sees them: the reuse below is keyed on this too.
+                        texts = [p.indexed(pp.page) for pp in batch for p in pp.passages]
+                        dense = reuse.encode(models.dense, texts, defer=defer_dense) if texts else []
+                    points: list[PointData] = []
+                    for pp, (png, _), enc in zip(batch, rendered, encoded):
+                        n = len(pp.passages)
+                        pts, psg = page_points(pp, base=base, classification=classes[pp.page.number], version=version,
+                                               avgdl=(avg_c, avg_p), bm25=self.bm25, encoded=enc, models=models,
+                                               dense=dense[:n])
+                        dense = dense[n:]
+                        points += pts
+                        passages += psg
+                        n_chunks += n
+                        if png is not None:
+                            thumb = self.thumbs.path(library, doc_id, version, pp.page.number)
+                            thumb.parent.mkdir(parents=True, exist_ok=True)
+                            thumb.write_bytes(png)
+                    if writing is not None:
+                        writing.result()  # the previous batch is in (and its error, if any, raised)
+                    writing = writer.submit(write, points)
+                    done += len(batch)
+                    if progress is not None:
+                        progress(done, len(per_page))
                 if writing is not None:
-                    writing.result()  # the previous batch is in (and its error, if any, raised)
-                writing = writer.submit(write, points)
-                done += len(batch)
-                if progress is not None:
-                    progress(done, len(per_page))
-            if writing is not None:
-                writing.result()
-        finally:
-            if writing is not None:
-                wait([writing])
-            for fut in pending:  # an error left renders in flight: drop them
-                fut.cancel()
-            wait(list(pending))
-    if reuse.reused:
-        logger.info("%d of %d passages took the dense vectors of version %d", reuse.reused,
-                    reuse.reused + reuse.encoded, replaces)
-    return chunk_stats, page_stats, n_chunks, passages, reuse.deferred
+                    writing.result()
+            finally:
+                if writing is not None:
+                    wait([writing])
+                for fut in pending:  # an error left renders in flight: drop them
+                    fut.cancel()
+                wait(list(pending))
+        if reuse.reused:
+            logger.info("%d of %d passages took the dense vectors of version %d", reuse.reused,
+                        reuse.reused + reuse.encoded, replaces)
+        return chunk_stats, page_stats, n_chunks, passages, reuse.deferred
 
 
 class _Precomputed:
@@ -159,12 +185,13 @@ class _Precomputed:
         self.dim = int(first.dim) if first is not None else 0
 
 
-def writable_models(self: "Indexer", library: str, rec: Any, doc_id: str, parsed: ParsedPDF,
+def writable_models(loaded: ModelSet, ocr_mode: str, library: str, rec: Any, doc_id: str, parsed: ParsedPDF,
                     kept: list[PageContent], page_vectors: Mapping[int, Any] | None) -> LibraryModels:
-    """The models a version of ``doc_id`` is written with, checked before anything is written:
-    page vectors given upstream must cover exactly the ``kept`` pages, and a version with
-    neither words nor page vectors is refused (a previous version, if any, stays)."""
-    models = library_models(rec, self.models)
+    """The models a version of ``doc_id`` is written with (of the ``loaded`` ones, those its
+    library's record names), checked before anything is written: page vectors given upstream
+    must cover exactly the ``kept`` pages, and a version with neither words nor page vectors is
+    refused (a previous version, if any, stays). ``ocr_mode``: the OCR setting, for the message."""
+    models = library_models(rec, loaded)
     if parsed.doc is None:  # plain text has no page image: only the dense field applies
         models = replace(models, page=None, page_missing=None)
     if page_vectors is not None:
@@ -181,39 +208,53 @@ def writable_models(self: "Indexer", library: str, rec: Any, doc_id: str, parsed
     if models.page is None and not any(p.text.strip() for p in kept):
         raise NoTextError(
             f"document '{doc_id}' has no text to index: its pages have no text layer and OCR "
-            + ("is off (RAGSPINE_OCR=off)" if self.ocr.opts.mode == "off" else "found no text in them")
+            + ("is off (RAGSPINE_OCR=off)" if ocr_mode == "off" else "found no text in them")
             + f", and library '{library}' has no page model to search page images by. Turn OCR on "
             "(RAGSPINE_OCR=auto), or use a library created with a page model (RAGSPINE_PAGE_MODEL)"
         )
     return models
 
 
-def commit_version(self: "Indexer", library: str, entry: dict[str, Any], prev: dict[str, Any] | None,
-                   chunk_stats: LengthStats, page_stats: LengthStats, passages: list[dict[str, Any]]) -> list[str]:
-    """Make ``entry``'s version the document's active one (the commit, fenced by the writer
-    lease), then retire the version it replaces, update the library's statistics and tell the
-    listeners; called under the library lock. Returns the listeners' warnings."""
-    doc_id, version, old_version = entry["doc_id"], entry["active_version"], entry["retiring_version"]
-    self.libraries.commit_doc_entry(library, entry, version)  # the commit (fenced: see leases)
-    self._step("committed")
-    if self.libraries.lease_lost(library):
-        # Committed, but this replica's lease ran out meanwhile: the next holder finishes the
-        # retirement and recounts the statistics (its takeover). Writing more here could land
-        # over what it has written since.
-        logger.warning("version %d committed after the writer lease ran out; the next writer "
-                       "finishes its retirement", version)
-        return []
-    if old_version is not None:
-        self.versions.retire(library, doc_id, old_version)  # idempotent: never reused
-        # Conditional: the entry is still this commit's (not a later writer's).
-        self.libraries.update_doc_entry(library, {**entry, "retiring_version": None},
-                                        {"active_version": version, "retiring_version": old_version})
-    prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
-    self.libraries.check_lease(library)
-    self.stats.add(library, entry["meta"], chunk_stats, page_stats, prev_stats)
-    if old_version is not None:
-        self.store.optimize(library)  # the old version leaves IDF statistics and disk
-    else:
-        self.store.flush(library)
-    return self.listeners.notify("document_committed", library, doc_id, version, entry["title"], entry["meta"],
-                                 passages)
+class VersionCommit:
+    """Makes a written version the document's active one: the commit, the retirement of the
+    version it replaces, the library's statistics, the listeners. ``step(name)`` is called after
+    the commit (tests inject failures there)."""
+
+    def __init__(self, store: Store, libraries: Libraries, versions: Versions, stats: LibraryStatistics,
+                 listeners: Listeners, step: Callable[[str], None]) -> None:
+        self.store = store
+        self.libraries = libraries
+        self.versions = versions
+        self.stats = stats
+        self.listeners = listeners
+        self._step = step
+
+    def commit(self, library: str, entry: dict[str, Any], prev: dict[str, Any] | None,
+               chunk_stats: LengthStats, page_stats: LengthStats, passages: list[dict[str, Any]]) -> list[str]:
+        """Make ``entry``'s version the document's active one (the commit, fenced by the writer
+        lease), then retire the version it replaces, update the library's statistics and tell
+        the listeners; called under the library lock. Returns the listeners' warnings."""
+        doc_id, version, old_version = entry["doc_id"], entry["active_version"], entry["retiring_version"]
+        self.libraries.commit_doc_entry(library, entry, version)  # the commit (fenced: see leases)
+        self._step("committed")
+        if self.libraries.lease_lost(library):
+            # Committed, but this replica's lease ran out meanwhile: the next holder finishes the
+            # retirement and recounts the statistics (its takeover). Writing more here could land
+            # over what it has written since.
+            logger.warning("version %d committed after the writer lease ran out; the next writer "
+                           "finishes its retirement", version)
+            return []
+        if old_version is not None:
+            self.versions.retire(library, doc_id, old_version)  # idempotent: never reused
+            # Conditional: the entry is still this commit's (not a later writer's).
+            self.libraries.update_doc_entry(library, {**entry, "retiring_version": None},
+                                            {"active_version": version, "retiring_version": old_version})
+        prev_stats = (prev or {}).get("doc_stats") if old_version is not None else None
+        self.libraries.check_lease(library)
+        self.stats.add(library, entry["meta"], chunk_stats, page_stats, prev_stats)
+        if old_version is not None:
+            self.store.optimize(library)  # the old version leaves IDF statistics and disk
+        else:
+            self.store.flush(library)
+        return self.listeners.notify("document_committed", library, doc_id, version, entry["title"], entry["meta"],
+                                     passages)
