@@ -9,7 +9,8 @@ up or the GPU waits. This replaces the model with one that returns a precomputed
 ColPali-shaped page (1,030 x 128 float32, a 32 x 32 patch grid) at no cost, so the rate printed
 is the CPU side's ceiling. Baseline in the same run: rendering alone (thumbnail + model image,
 one thread, the same pages), the stage that bounds it on these machines; the ratio says how
-close ingest comes to it. Rows per ``--render-workers`` value (1 = the helper thread).
+close ingest comes to it. Rows per ``--render-workers`` value (1 = the helper thread), each with the share of each
+ingest stage (:mod:`ragspine.indexing.stages`): the one that bounds it.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def main() -> int:
     from ragspine.config import Settings
     from ragspine.engine import Engine
     from ragspine.indexing.pdf import render_page_image, render_page_png
+    from ragspine.indexing.stages import add as add_stages
+    from ragspine.indexing.stages import summary as stage_summary
     from ragspine.models.modelset import ModelSet
 
     pdfs = sorted((args.data / "documents").glob("*.pdf"))[: args.docs]
@@ -93,8 +96,11 @@ def main() -> int:
             try:
                 eng.create_library("bench")
                 n, t0 = 0, time.perf_counter()
+                times: dict[str, float] = {}
                 for i, pdf in enumerate(pdfs):
-                    n += eng.ingest("bench", pdf, {"doc_id": f"d{i}"}).pages_indexed
+                    r = eng.ingest("bench", pdf, {"doc_id": f"d{i}"})
+                    n += r.pages_indexed
+                    add_stages(times, r.stages)
                 rate = n / (time.perf_counter() - t0)
             finally:
                 eng.close()
@@ -102,6 +108,7 @@ def main() -> int:
             shutil.rmtree(tmp, ignore_errors=True)
         print(f"ingest with an instant encoder, render_workers={workers}: {rate:.1f} pages/s "
               f"(ratio to rendering alone {rate / render_rate:.2f})")
+        print(f"  {stage_summary(times)}")
     return 0
 
 

@@ -198,6 +198,9 @@ class IngestResult(Reply):
     ocr_seconds: float = 0.0
     dense: DenseState = "none"
     dense_pending: int = 0
+    #: Seconds of each ingest stage (parse, render_wait, encode, write_wait, commit, and the
+    #: writer thread's write): which one bounds this ingest.
+    stages: dict[str, float] = Field(default_factory=dict)
 
 
 class Job(Reply):

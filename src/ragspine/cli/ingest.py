@@ -19,6 +19,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     from ragspine.engine import Engine
     from ragspine.errors import LibraryNotFoundError, RagspineError
     from ragspine.indexing.ocr import first_phase_jobs
+    from ragspine.indexing.stages import add as add_stages
+    from ragspine.indexing.stages import summary as stage_summary
 
     meta = _parse_meta(args.meta)
     if args.sensitivity is not None:
@@ -41,6 +43,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     engine = Engine(_settings(args))
     jobs = args.jobs if args.jobs is not None else first_phase_jobs(engine.settings.ocr, len(paths))
     failed = added = 0
+    stage_times: dict[str, float] = {}
     owed: list[tuple[Path, Any, Any]] = []  # (file, first-phase result, future of its OCR)
     ocr_bar = _OcrBar(tqdm, disable=args.quiet)
     try:
@@ -127,6 +130,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 failed += 1
             else:
                 added += n
+                add_stages(stage_times, r.stages)
         ocr_failed, ocr_added = _wait_for_ocr(owed, ocr_bar)
         failed += ocr_failed
         added += ocr_added
@@ -134,6 +138,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             if not args.quiet:
                 print(f"waiting for the dense vectors of {engine.dense_queue.backlog} documents")
             engine.dense_queue.join()
+        if stage_times and not args.quiet:
+            print(stage_summary(stage_times))  # which stage bounds this ingest (ragspine.indexing.stages)
         if added and args.optimize:
             _optimize_after_ingest(engine, args.library, added)
     except RagspineError as exc:

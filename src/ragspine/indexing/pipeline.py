@@ -180,7 +180,7 @@ class Indexer:
                 # (the bytes are kept again if they were lost).
                 if owed and not self.pending.has(library, key):
                     self.pending.put(library, key, data, meta.model_dump(mode="json"), filename)
-                return self._unchanged(library, prev, t0)
+                return IngestResult.unchanged(library, prev, time.perf_counter() - t0)
         parsed = open_pdf(
             data, max_pages=self.settings.max_pages, max_page_side_pt=self.settings.max_page_side_pt,
             max_image_pixels=self.settings.max_image_pixels, tables=self.settings.tables,
@@ -240,14 +240,6 @@ class Indexer:
     def finish_ocr(self, library: str, doc_id: str, progress: Progress | None = None) -> IngestResult | None:
         """Phase 2 of a deferred OCR (:meth:`DeferredOcr.finish`)."""
         return self.deferred.finish(library, doc_id, progress)
-
-    def _unchanged(self, library: str, prev: dict[str, Any], t0: float) -> IngestResult:
-        return IngestResult(
-            library, prev["doc_id"], "unchanged", prev["active_version"], prev.get("pages_total", 0),
-            prev.get("pages_indexed", 0), list(prev.get("pages_dropped", [])), prev.get("chunks", 0),
-            time.perf_counter() - t0, ocr=prev.get("ocr", "none"),
-            ocr_pending_pages=list(prev.get("ocr_pending_pages", [])), dense=prev.get("dense", "none"),
-        )
 
     def ingest_text(
         self,
@@ -366,7 +358,7 @@ class Indexer:
                     raise Superseded(doc_id)
                 if prev and prev.get("content_key") == key and prev.get("active_version") and (
                         deferred or prev.get("ocr") not in OPEN_STATES):
-                    return self._unchanged(library, prev, t0)
+                    return IngestResult.unchanged(library, prev, time.perf_counter() - t0)
                 if not kept and deferred:
                     # Every page that could go live first is RESTRICTED: phase 2 decides on the rest.
                     return IngestResult(library, doc_id, "dropped_by_policy", None, total, 0, dropped,
@@ -412,12 +404,14 @@ class Indexer:
                     },
                 )
                 self._step("staged_entry")
+            times = {"parse": time.perf_counter() - t0}
             try:
                 chunk_stats, page_stats, n_chunks, passages, owed_dense = self.writer.write(
                     library, rec_stats=rec.stats, parsed=parsed, base=base, classes=classes, version=version,
                     total=total, progress=progress, models=models, page_vectors=page_vectors, replaces=old_version,
-                    defer_dense=defer_dense, context=context,
+                    defer_dense=defer_dense, context=context, times=times,
                 )
+                t_commit = time.perf_counter()
                 dense_state = "pending" if owed_dense else ("done" if models.dense is not None else "none")
                 self._step("written")
                 with self.libraries.lock(library):
@@ -464,6 +458,7 @@ class Indexer:
             [*(s.note(self.settings.max_image_pixels) for s in parsed.skipped_images), *warnings],
             pages_ocr=sum(1 for p in kept if p.ocr_lines),
             ocr=ocr_state, ocr_pending_pages=list(deferred), dense=dense_state, dense_pending=owed_dense,
+            stages={k: round(v, 4) for k, v in {**times, "commit": time.perf_counter() - t_commit}.items()},
         )
 
     # -- delete and recovery ------------------------------------------------------------------

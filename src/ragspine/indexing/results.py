@@ -37,6 +37,20 @@ class IngestResult:
     #: ``dense_pending`` of its passages wait for their vectors after the commit.
     dense: DenseState = "none"
     dense_pending: int = 0
+    #: Seconds of each stage of this call (:mod:`ragspine.indexing.stages`), when it wrote a
+    #: version.
+    stages: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def unchanged(cls, library: str, prev: dict[str, Any], seconds: float) -> IngestResult:
+        """The answer to an ingest that changes nothing: what the live version's entry ``prev``
+        says of it."""
+        return cls(
+            library, prev["doc_id"], "unchanged", prev["active_version"], prev.get("pages_total", 0),
+            prev.get("pages_indexed", 0), list(prev.get("pages_dropped", [])), prev.get("chunks", 0), seconds,
+            ocr=prev.get("ocr", "none"), ocr_pending_pages=list(prev.get("ocr_pending_pages", [])),
+            dense=prev.get("dense", "none"),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

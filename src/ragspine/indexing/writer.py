@@ -7,6 +7,7 @@ active version (:class:`VersionCommit`). Each takes the parts it uses, not the i
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -73,13 +74,17 @@ class VersionWriter:
         replaces: int | None = None,
         defer_dense: bool = False,
         context: ContextBuilder | None = None,
+        times: dict[str, float] | None = None,
     ) -> tuple[LengthStats, LengthStats, int, list[dict[str, Any]], int]:
         """``context``: what passages and pages are indexed with besides their text
         (:mod:`ragspine.indexing.context`; None: nothing). ``replaces``: the live version this
         one will replace, whose dense vectors passages of the same context and text take instead
         of being encoded again (:mod:`ragspine.indexing.dense_reuse`). ``defer_dense``: the
         other passages are written without one, for the dense phase
-        (:mod:`ragspine.indexing.dense_phase`). The last value returned: how many were."""
+        (:mod:`ragspine.indexing.dense_phase`). The last value returned: how many were.
+        ``times`` gains the seconds of each stage (:data:`~ragspine.indexing.stages.WRITE_STAGES`):
+        the encoder waiting for renders, encoding, waiting for the writer, and the writer's own."""
+        clock = times if times is not None else {}
         s = self.settings
         doc_id = base["doc_id"]
         reuse = DenseReuse()
@@ -102,6 +107,13 @@ class VersionWriter:
         want_image = models.page is not None and parsed.doc is not None and page_vectors is None
 
         def write(points: list[PointData]) -> None:
+            t = time.perf_counter()
+            try:
+                _upsert(points)
+            finally:
+                _add(clock, "write", t)
+
+        def _upsert(points: list[PointData]) -> None:
             for i in range(0, len(points), UPSERT_BATCH):
                 self.libraries.check_lease(library)  # a writer whose lease ran out writes nothing more
                 self.store.upsert(library, points[i : i + UPSERT_BATCH])
@@ -125,7 +137,10 @@ class VersionWriter:
             try:
                 pending = deque(renderer.submit(numbers(b)) for b in batches[:ahead])
                 for bi, batch in enumerate(batches):
+                    t = time.perf_counter()
                     rendered = renderer.collect(pending.popleft(), numbers(batch))
+                    _add(clock, "render_wait", t)
+                    t = time.perf_counter()
                     if bi + ahead < len(batches):
                         pending.append(renderer.submit(numbers(batches[bi + ahead])))
                     encoded: list[Any] = [None] * len(batch)
@@ -158,13 +173,20 @@ class VersionWriter:
                             thumb.parent.mkdir(parents=True, exist_ok=True)
                             thumb.write_bytes(png)
                     if writing is not None:
+                        _add(clock, "encode", t)
+                        t = time.perf_counter()
                         writing.result()  # the previous batch is in (and its error, if any, raised)
+                        _add(clock, "write_wait", t)
+                    else:
+                        _add(clock, "encode", t)
                     writing = writer.submit(write, points)
                     done += len(batch)
                     if progress is not None:
                         progress(done, len(per_page))
                 if writing is not None:
+                    t = time.perf_counter()
                     writing.result()
+                    _add(clock, "write_wait", t)
             finally:
                 if writing is not None:
                     wait([writing])
@@ -175,6 +197,10 @@ class VersionWriter:
             logger.info("%d of %d passages took the dense vectors of version %d", reuse.reused,
                         reuse.reused + reuse.encoded, replaces)
         return chunk_stats, page_stats, n_chunks, passages, reuse.deferred
+
+
+def _add(clock: dict[str, float], stage: str, since: float) -> None:
+    clock[stage] = clock.get(stage, 0.0) + time.perf_counter() - since
 
 
 class _Precomputed:

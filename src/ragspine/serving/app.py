@@ -306,7 +306,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
             # rest follow in the background, and the job keeps reporting them (job.ocr).
             result = eng.ingest(lib, tmp, meta, filename=file.filename, progress=progress,
                                 ocr_progress=ocr_progress, defer_ocr=True, defer_dense=defer_dense)
-            metrics.ingested(result.pages_indexed, len(result.pages_dropped))
+            metrics.ingested(result.pages_indexed, len(result.pages_dropped), result.stages)
             job.ocr = result.ocr
             if result.ocr in ("pending", "failed") and result.doc_id is not None:
                 job.ocr_pages_done, job.ocr_pages_total = 0, len(result.ocr_pending_pages)

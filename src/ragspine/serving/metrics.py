@@ -25,6 +25,11 @@ class Metrics:
         self.pages_dropped = Counter(
             "ragspine_pages_dropped_total", "Pages dropped by the RESTRICTED policy", registry=self.registry
         )
+        self.ingest_stage_seconds = Counter(
+            "ragspine_ingest_stage_seconds_total", "Seconds ingests spent in each stage (ragspine.indexing.stages): "
+            "the largest of parse, render_wait, encode, write_wait and commit bounds the ingest", ["stage"],
+            registry=self.registry,
+        )
         self.degraded_answers = Counter(
             "ragspine_degraded_answers_total", "Search answers marked degraded, by reason",
             ["reason"], registry=self.registry,
@@ -50,9 +55,11 @@ class Metrics:
         self.requests.labels(route, method, str(status)).inc()
         self.latency.labels(route, method).observe(seconds)
 
-    def ingested(self, pages: int, dropped: int) -> None:
+    def ingested(self, pages: int, dropped: int, stages: dict[str, float] | None = None) -> None:
         self.pages_ingested.inc(pages)
         self.pages_dropped.inc(dropped)
+        for stage, seconds in (stages or {}).items():
+            self.ingest_stage_seconds.labels(stage).inc(max(0.0, seconds))
 
     def degraded(self, reason: str) -> None:
         self.degraded_answers.labels(reason).inc()

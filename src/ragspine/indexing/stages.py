@@ -1,0 +1,46 @@
+"""Where an ingest spends its time, stage by stage, so that a user can see which stage bounds it
+(in an ingest's result, ``ragspine ingest``'s summary, ``/metrics`` and ``bench/ingest_ceiling.py``).
+
+The stages of one document, as the ingesting thread lives them:
+
+- ``parse``: opening the PDF, its text layer and tables, the OCR a first phase waits for, the
+  policy, the profile, the staging entry: everything before the first batch is written;
+- ``render_wait``: waiting for page renders (thumbnails and model images, made a batch or more
+  ahead by a thread or the render workers): the renderers bound the ingest when it is large;
+- ``encode``: the page and dense encoders, BM25 weights, points and thumbnails of each batch;
+- ``write_wait``: waiting for the writer thread to store the previous batch: the store bounds it;
+- ``commit``: making the version live and committing it (statistics, retirement, listeners).
+
+``write`` is the writer thread's own time in the store; it overlaps ``encode`` and is not part of
+the ingesting thread's time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+#: The ingesting thread's stages, in order; their seconds add up to (nearly) the whole ingest.
+THREAD_STAGES = ("parse", "render_wait", "encode", "write_wait", "commit")
+#: What :meth:`VersionWriter.write <ragspine.indexing.writer.VersionWriter.write>` measures.
+WRITE_STAGES = ("render_wait", "encode", "write_wait", "write")
+STAGES = (*THREAD_STAGES, "write")
+
+
+def bound(times: Mapping[str, float]) -> str | None:
+    """The stage of the ingesting thread that took the most time (None: nothing measured)."""
+    best = max(THREAD_STAGES, key=lambda k: times.get(k, 0.0))
+    return best if times.get(best, 0.0) > 0 else None
+
+
+def summary(times: Mapping[str, float]) -> str:
+    """One line: each stage's share of the ingesting thread's time, and the bound."""
+    total = sum(times.get(k, 0.0) for k in THREAD_STAGES)
+    if total <= 0:
+        return "no stage timed"
+    parts = [f"{k.replace('_', ' ')} {100 * times.get(k, 0.0) / total:.0f}%" for k in THREAD_STAGES]
+    return f"time by stage: {', '.join(parts)} (writer thread {times.get('write', 0.0):.1f} s): {bound(times)} bounds it"
+
+
+def add(into: dict[str, float], times: Mapping[str, float]) -> None:
+    for k, v in times.items():
+        into[k] = into.get(k, 0.0) + v
