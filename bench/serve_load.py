@@ -39,7 +39,8 @@ JSON lines, and the server's log beside it: what lines a slow search up with (do
 
 With ``--threads RULES`` it compares thread settings of ``ragspine serve --engine local`` on one
 index: RULES is ``name=BLAS:RUNTIME`` items separated by commas (``auto`` for ragspine's rule,
-RAGSPINE_BLAS_THREADS / RAGSPINE_RUNTIME_THREADS unset), e.g. ``today=2:2,rule=auto``
+RAGSPINE_BLAS_THREADS / RAGSPINE_RUNTIME_THREADS unset), e.g. ``today=2:2,rule=auto``, or any
+settings as ``name=RAGSPINE_X=1+RAGSPINE_Y=2`` (``one=RAGSPINE_QUERY_BATCH_SIZE=1,batched=auto``)
 (numpy's and torch's own defaults on 2 cores are 2 and 2). Each rule's server runs
 ``--clients-list`` (default 1,4,16) concurrent clients for ``--duration`` seconds each, and the
 rules take turns for ``--rounds`` rounds (ABBA...), so drift on a shared machine falls on
@@ -141,6 +142,8 @@ def threads_run(env: dict[str, str], work: Path, queries: list[str], mode: str, 
         name, _, spec = item.partition("=")
         if spec == "auto":
             parsed[name] = {}
+        elif spec.startswith("RAGSPINE_"):  # any settings: name=RAGSPINE_X=1+RAGSPINE_Y=2
+            parsed[name] = dict(kv.split("=", 1) for kv in spec.split("+"))
         else:
             blas, _, runtime = spec.partition(":")
             parsed[name] = {"RAGSPINE_BLAS_THREADS": blas, "RAGSPINE_RUNTIME_THREADS": runtime}

@@ -104,6 +104,9 @@ class Settings(RankingSettings):
     graph_backend: Literal["auto", "files", "store"] = "auto"
     #: Threads Qdrant Edge may use for one search (0 = engine default).
     search_threads: int = Field(default=0, ge=0, le=64)
+    #: Queries a server encodes in one call of each query encoder when searches arrive together
+    #: (:mod:`ragspine.models.batching`: no wait when it is idle); 1: one call per query.
+    query_batch_size: int = Field(default=16, ge=1, le=256)
     #: Threads of numpy's BLAS pool in a server process (``None``: 1, so that concurrent searches
     #: each take a core instead of all fighting over all of them; docs/measured.md, "Threads").
     blas_threads: int | None = Field(default=None, ge=1, le=256)

@@ -120,6 +120,31 @@ class ModelSet:
                         self.errors["reranker"] = "no reranker available (reranker 'auto' found none)"
         return self._reranker
 
+    def serve_queries(self, max_batch: int) -> None:
+        """Ready the query encoders for a server: concurrent queries of each encoder batched into
+        one call (``max_batch`` > 1, :mod:`ragspine.models.batching`), and one query encoded now,
+        so that the first user's query does not pay for loading kernels and tokenizers. A model
+        whose warm-up fails is left as it is (its failure shows at the first query, degraded)."""
+        from ragspine.models.batching import BatchedDenseEncoder, BatchedPageEncoder
+
+        if max_batch > 1:
+            if self.page is not None and not isinstance(self.page, BatchedPageEncoder):
+                self.page = BatchedPageEncoder(self.page, max_batch)  # type: ignore[assignment]
+            if self.dense is not None and not isinstance(self.dense, BatchedDenseEncoder):
+                self.dense = BatchedDenseEncoder(self.dense, max_batch)  # type: ignore[assignment]
+        for slot, warm in (("page", lambda m: m.encode_queries(["warm up"])),
+                           ("dense", lambda m: m.encode(["warm up"], kind="query"))):
+            model = getattr(self, slot)
+            if model is None:
+                continue
+            t0 = time.perf_counter()
+            try:
+                warm(model)
+            except Exception as e:  # noqa: BLE001  (the search path reports it, degraded)
+                logger.warning("%s model: warm-up query failed: %s", slot, describe(e))
+            else:
+                logger.info("%s model warmed up in %.0f ms", slot, 1000 * (time.perf_counter() - t0))
+
     def status(self) -> dict[str, str]:
         """``slot → "ok: <model>"``, ``"error: <why>"``, ``"not loaded yet"`` or ``"off"``."""
         out: dict[str, str] = {}

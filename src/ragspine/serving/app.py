@@ -71,6 +71,7 @@ def create_app(settings: Settings, engine: Engine | None = None, *, close_engine
     limit_threads(blas, runtime)
     logger.info("threads: BLAS %d, model runtimes %d", blas, runtime)
     eng = engine if engine is not None else Engine(settings)
+    eng.models.serve_queries(settings.query_batch_size)  # batched and warm (ragspine.models.batching)
     jobs = JobRunner(settings.ingest_workers, JobRecords(
         eng.store, eng.replica, heartbeat=settings.job_stale_seconds / 6, stale_after=settings.job_stale_seconds,
         retention=settings.job_retention_days * 86400))
