@@ -4,6 +4,7 @@ that leaves nothing found by a search, on disk, or in the statistics."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ragspine.catalog import check_doc_id
@@ -22,15 +23,14 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+@dataclass
 class DocumentRemoval:
-    def __init__(self, store: Store, libraries: Libraries, thumbs: Thumbnails, pending: PendingSources,
-                 stats: LibraryStatistics, listeners: Listeners) -> None:
-        self.store = store
-        self.libraries = libraries
-        self.thumbs = thumbs
-        self.pending = pending
-        self.stats = stats
-        self.listeners = listeners
+    store: Store
+    libraries: Libraries
+    thumbs: Thumbnails
+    pending: PendingSources
+    stats: LibraryStatistics
+    listeners: Listeners
 
     def delete(self, library: str, doc_id: str) -> None:
         """Remove every trace of a document: passages, pages, thumbnails, manifest entry."""

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ragspine.catalog import LengthStats, LibraryModels, library_models
@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 
 
+@dataclass
 class VersionWriter:
     """Writes one version of a document: its passages and pages as points, in batches, with the
     renders, encoders and writes overlapping (the middle of :meth:`Indexer.ingest`). What it
@@ -48,15 +49,13 @@ class VersionWriter:
     (for the writer lease), the BM25 statistics and parameters, the render workers and the
     thumbnails."""
 
-    def __init__(self, settings: Settings, store: Store, libraries: Libraries, stats: LibraryStatistics,
-                 bm25: BM25Params, renders: RenderProcesses, thumbs: Thumbnails) -> None:
-        self.settings = settings
-        self.store = store
-        self.libraries = libraries
-        self.stats = stats
-        self.bm25 = bm25
-        self.renders = renders
-        self.thumbs = thumbs
+    settings: Settings
+    store: Store
+    libraries: Libraries
+    stats: LibraryStatistics
+    bm25: BM25Params
+    renders: RenderProcesses
+    thumbs: Thumbnails
 
     def write(
         self,
@@ -241,19 +240,18 @@ def writable_models(loaded: ModelSet, ocr_mode: str, library: str, rec: Any, doc
     return models
 
 
+@dataclass
 class VersionCommit:
     """Makes a written version the document's active one: the commit, the retirement of the
     version it replaces, the library's statistics, the listeners. ``step(name)`` is called after
     the commit (tests inject failures there)."""
 
-    def __init__(self, store: Store, libraries: Libraries, versions: Versions, stats: LibraryStatistics,
-                 listeners: Listeners, step: Callable[[str], None]) -> None:
-        self.store = store
-        self.libraries = libraries
-        self.versions = versions
-        self.stats = stats
-        self.listeners = listeners
-        self._step = step
+    store: Store
+    libraries: Libraries
+    versions: Versions
+    stats: LibraryStatistics
+    listeners: Listeners
+    step: Callable[[str], None]
 
     def commit(self, library: str, entry: dict[str, Any], prev: dict[str, Any] | None,
                chunk_stats: LengthStats, page_stats: LengthStats, passages: list[dict[str, Any]]) -> list[str]:
@@ -262,7 +260,7 @@ class VersionCommit:
         the listeners; called under the library lock. Returns the listeners' warnings."""
         doc_id, version, old_version = entry["doc_id"], entry["active_version"], entry["retiring_version"]
         self.libraries.commit_doc_entry(library, entry, version)  # the commit (fenced: see leases)
-        self._step("committed")
+        self.step("committed")
         if self.libraries.lease_lost(library):
             # Committed, but this replica's lease ran out meanwhile: the next holder finishes the
             # retirement and recounts the statistics (its takeover). Writing more here could land
