@@ -278,3 +278,15 @@ def test_no_route_of_the_openapi_document_leaks_a_document_outside_the_filter(cl
     # Nothing was lost to the sweep's deletes and posts (all refused).
     docs = client.get(f"/v1/libraries/{LIB}/documents", headers=h(ADMIN)).json()["documents"]
     assert {d["doc_id"] for d in docs} >= set(DOCS)
+
+
+def test_a_question_naming_a_hidden_document_learns_nothing_of_it(client: TestClient) -> None:
+    """The document prior lifts the pages of the document a question names (its issuer, here
+    the canary's entity). Through EMEA's key that document is invisible: the answer's fusion
+    must not even say that a named document counted."""
+    q = f"{CANARY} Holdings harbour revenue 2023"
+    admin = search(client, q, [LIB], h(ADMIN), mode="bm25").json()
+    emea = search(client, q, [LIB], h(EMEA), mode="bm25").json()
+    assert "document prior" in admin["fusion"]  # the control: the question names apac-doc
+    assert emea["hits"] and {x["doc_id"] for x in emea["hits"]} == {"emea-doc"}
+    assert "document prior" not in emea["fusion"], emea["fusion"]

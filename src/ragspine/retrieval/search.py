@@ -215,6 +215,11 @@ class Searcher:
                 trace.note(outputs, lib, active, lm)
                 collect(outputs, cands)
                 ranking = fuse(outputs, fusion, cands)
+            if named and lib in scope:
+                # A key with a filter learns nothing of the documents it cannot see, not even
+                # that its question names one: only named documents among its own pages count.
+                seen = {key[1] for key, _ in ranking}
+                named = {d: v for d, v in named.items() if d in seen}
             ranking = with_priors(ranking, named, priors, cands)
             for key, score in ranking:
                 cands[key].scores["fused"] = score
