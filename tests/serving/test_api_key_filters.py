@@ -6,6 +6,7 @@ out-of-filter document's canary finds it nowhere."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -25,10 +26,12 @@ CANARY = "zqxkeyfiltercanary"
 #: A second word of the hidden document that the sweep never sends: no answer may hold it, error
 #: or not (the first canary may come back only where an error names what the caller asked for).
 HIDDEN = "zqxneverasked"
+#: The hidden document's entity's other name: a rewrite would add the canary's name to a query.
+ALIAS = "宇宙航运"
 DOCS = {
     "emea-doc": ({"region": "emea", "entity": "Alpha Emea Ltd", "fiscal_year": 2023},
                  "Harbour revenue grew in the emea region. openwordalpha"),
-    "apac-doc": ({"region": "apac", "entity": f"{CANARY} Holdings", "fiscal_year": 2023},
+    "apac-doc": ({"region": "apac", "entity": f"{CANARY} Holdings", "entity_local": ALIAS, "fiscal_year": 2023},
                  f"Harbour revenue grew in the apac region. {CANARY} secret tender {HIDDEN}"),
     "plain-doc": ({"fiscal_year": 2022}, "Harbour revenue grew without a region."),
 }
@@ -230,7 +233,7 @@ def test_no_route_of_the_openapi_document_leaks_a_document_outside_the_filter(cl
     gap_ids = [g["gap_id"] for g in client.get(f"/v1/libraries/{LIB}/gaps", headers=h(ADMIN)).json()["gaps"]]
     choices = {"lib": [LIB, OTHER], "doc_id": [*DOCS, "bulletin", "never-uploaded"], "n": ["1", "2", "3"],
                "entity_id": entity_ids, "job_id": ["0" * 32], "gap_id": gap_ids}
-    queries = [CANARY, f"harbour {CANARY} tender", "apac region"]
+    queries = [CANARY, f"harbour {CANARY} tender", "apac region", f"{ALIAS} revenue", f"{CANARY} Holdings 2023"]
     bodies: list[tuple[str, bytes]] = []
     called: set[tuple[str, str]] = set()
 
@@ -242,8 +245,15 @@ def test_no_route_of_the_openapi_document_leaks_a_document_outside_the_filter(cl
             asked = [url, *map(str, kw.get("params", {}).values()), *_strings(kw.get("json"))]
             for a in sorted((a for a in asked if CANARY in a), key=len, reverse=True):
                 body = body.replace(a.encode(), b"").replace(a.split("/")[-1].encode(), b"")
-        elif not template.endswith("/gaps"):  # the gap log keeps the caller's own queries, by design
-            assert CANARY.encode() not in r.content, (method, url, r.text[:500])
+        elif template.endswith("/gaps") or CANARY in str((kw.get("json") or {}).get("query", "")):
+            # The caller's own words come back (the gap log keeps queries by design; an answer
+            # lists its query variants and the terms its grade missed): the hidden document's
+            # other word, which no request names, must not, and no hit may be of a hidden document.
+            body = body.replace(CANARY.encode(), b"<asked>")
+        else:
+            assert CANARY.encode() not in body, (method, url, body[:800])
+        if template == "/v1/search" and r.status_code == 200:
+            assert {x["doc_id"] for x in r.json()["hits"]} <= {"emea-doc", "bulletin"}, (kw, r.text[:500])
         bodies.append((f"{method} {url}", body))
         called.add((method.lower(), template))
 
@@ -260,6 +270,8 @@ def test_no_route_of_the_openapi_document_leaks_a_document_outside_the_filter(cl
                         for mode in MODES:
                             call("POST", template, url, json={"query": q, "libraries": [LIB, OTHER], "mode": mode,
                                                               "top_k": 100})
+                        call("POST", template, url, json={"query": q, "libraries": [LIB], "rewrite": True,
+                                                          "corrective": True, "postprocess": ["mmr"]})
                         for ent in hidden + entity_ids[:3]:
                             call("POST", template, url, json={"query": q, "libraries": [LIB], "expand": {
                                 "entity": ent, "depth": 3, "include_origin": True}})
@@ -270,7 +282,7 @@ def test_no_route_of_the_openapi_document_leaks_a_document_outside_the_filter(cl
     missing = {(m, t) for t, ops in spec["paths"].items() for m in ops} - called
     assert not missing, f"routes the sweep did not call: {sorted(missing)}"
     for what, body in bodies:
-        assert_clean(what, body, [HIDDEN] if what.endswith("/gaps") else [CANARY, HIDDEN])
+        assert_clean(what, body, [CANARY, HIDDEN])
     # Positive control: through the admin key the same routes do show the canary.
     assert CANARY in client.get(f"/v1/libraries/{LIB}/documents/apac-doc/pages/1", headers=h(ADMIN)).text
     assert HIDDEN in client.get(f"/v1/libraries/{LIB}/gaps", headers=h(ADMIN)).text
@@ -290,3 +302,15 @@ def test_a_question_naming_a_hidden_document_learns_nothing_of_it(client: TestCl
     assert "document prior" in admin["fusion"]  # the control: the question names apac-doc
     assert emea["hits"] and {x["doc_id"] for x in emea["hits"]} == {"emea-doc"}
     assert "document prior" not in emea["fusion"], emea["fusion"]
+
+
+def test_rewrites_use_only_the_aliases_of_documents_the_key_can_see(client: TestClient) -> None:
+    """The rewriter adds an entity's other names to a query, and the answer lists the variants:
+    through EMEA's key, the hidden document's entity gives no variant."""
+    q = f"{ALIAS} harbour revenue"
+    admin = search(client, q, [LIB], h(ADMIN), mode="bm25", rewrite=True).json()
+    assert CANARY in json.dumps(admin["queries"]).lower()  # the control: the alias is rewritten
+    emea = search(client, q, [LIB], h(EMEA), mode="bm25", rewrite=True).json()
+    assert CANARY not in json.dumps(emea, ensure_ascii=False).lower(), emea.get("queries")
+    assert {x["doc_id"] for x in emea["hits"]} <= {"emea-doc"}
+

@@ -62,7 +62,7 @@ class QueryChain:
         searcher: Searcher,
         glossaries: Glossaries,
         gaps: GapLog | None,
-        synonym_groups: Callable[[str], list[tuple[str, ...]]],
+        synonym_groups: Callable[[str, list[dict[str, Any]]], list[tuple[str, ...]]],
         base: Callable[[SearchRequest], SearchResponse] | None = None,
     ) -> None:
         self.settings = settings
@@ -73,9 +73,11 @@ class QueryChain:
         #: One search (the graph's expansion, or the searcher); the chain runs it per variant.
         self.base = base if base is not None else searcher.search
 
-    def rewriter(self, libraries: list[str]) -> Rewriter:
+    def rewriter(self, libraries: list[str], scope: dict[str, list[dict[str, Any]]] | None = None) -> Rewriter:
+        """The rewriter over the libraries' glossaries and graph aliases; with an API key's
+        ``scope``, the aliases of the documents it lets through only (the variants are shown)."""
         glossary = [e.names() for lib in libraries for e in self.glossaries.entries(lib)]
-        graph = [g for lib in libraries for g in self.synonym_groups(lib)]
+        graph = [g for lib in libraries for g in self.synonym_groups(lib, (scope or {}).get(lib, []))]
         return Rewriter(glossary=glossary, graph=graph, max_queries=self.settings.rewrite_max_queries)
 
     def search(self, req: SearchRequest) -> SearchResponse:
@@ -88,7 +90,7 @@ class QueryChain:
         pool = req.top_k
         if "mmr" in req.postprocess:
             pool = min(req.top_k * self.settings.mmr_pool_factor, self.settings.max_top_k)
-        rewriter = self.rewriter(req.libraries) if (rewrite or req.corrective) else None
+        rewriter = self.rewriter(req.libraries, req.scope) if (rewrite or req.corrective) else None
         if not req.corrective:
             run = self._run(req, pool, rewriter if rewrite else None, req.filters, req.allow_unfiltered_fallback)
             res = run.response

@@ -289,15 +289,18 @@ class GraphService:
 
     # -- lookups ------------------------------------------------------------------------------
 
-    def synonym_groups(self, library: str) -> list[tuple[str, ...]]:
+    def synonym_groups(self, library: str, scope: Scope = ()) -> list[tuple[str, ...]]:
         """Each entity's name and aliases (the text-matched types), for the query rewriter: an
         English name and the Chinese one of the same entity are one group. An alias naming two
-        entities is left out, as in text matching. Empty while the library has no graph."""
+        entities is left out, as in text matching. Empty while the library has no graph. With an
+        API key's ``scope``, only the entities its visible documents and the declared relations
+        give (:meth:`graphs_for`): the rewrites are shown to the caller."""
         if not self.graphs.exists(library):
             return []
         dictionary = self._dictionary(library)
+        graphs = self.graphs_for(library, scope) if scope else self.graphs
         groups: list[tuple[str, ...]] = []
-        for node in self.graphs.nodes(library, types=TEXT_MATCHED_TYPES):
+        for node in graphs.nodes(library, types=TEXT_MATCHED_TYPES):
             names = tuple(dict.fromkeys(a for a in (node.name, *node.aliases) if dictionary.get(norm(a)) == node.id))
             if len(names) > 1:
                 groups.append(names)
