@@ -15,7 +15,7 @@ from qdrant_client import QdrantClient
 from ragspine.catalog.layout import SERVER_ON_DISK, Layout, plan_layout
 from ragspine.catalog.libraries import PAGE_FULL
 from ragspine.engine import Engine
-from ragspine.errors import InvalidRequestError
+from ragspine.errors import ConflictError, InvalidRequestError
 from ragspine.serving.app import create_app
 from ragspine.store.base import DenseField
 from ragspine.errors import StoreError
@@ -44,6 +44,10 @@ def spy_store() -> tuple[ServerStore, SpyClient]:
 
 def test_defaults_by_backend() -> None:
     assert SERVER_ON_DISK == {PAGE_FULL}
+    from ragspine.catalog.layout import VECTOR_FIELDS
+    from ragspine.catalog.libraries import DENSE_CHUNK, PAGE_FDE, PAGE_POOLED
+
+    assert set(VECTOR_FIELDS) == {PAGE_FULL, PAGE_POOLED, PAGE_FDE, DENSE_CHUNK}
     assert plan_layout(FIELDS, "embedded") == Layout()
     server = plan_layout(FIELDS, "server")
     assert server == Layout(on_disk={"page_full": True})
@@ -58,16 +62,19 @@ def test_defaults_by_backend() -> None:
     assert plan_layout(FIELDS, "embedded", shard_number=1, replication_factor=1).shard_number is None
 
 
-@pytest.mark.parametrize("kw, says", [
-    ({"shard_number": 2}, "shard_number 2: the embedded store keeps one copy in one shard"),
-    ({"replication_factor": 3}, "replication_factor 3: the embedded store"),
-    ({"shard_number": 0}, "shard_number must be a whole number from 1 to 1000, got 0"),
-    ({"replication_factor": True}, "replication_factor must be a whole number"),
-    ({"on_disk": {"page_ful": True}}, "on_disk names ['page_ful'], not vector fields of this library (its "
-                                      "fields: page_full, page_pooled, dense_chunk)"),
+@pytest.mark.parametrize("kw, error, says", [
+    ({"shard_number": 2}, ConflictError, "shard_number 2: the embedded store keeps one copy in one shard"),
+    ({"replication_factor": 3}, ConflictError, "replication_factor 3: the embedded store"),
+    ({"shard_number": 0}, InvalidRequestError, "shard_number must be a whole number from 1 to 1000, got 0"),
+    ({"replication_factor": True}, InvalidRequestError, "replication_factor must be a whole number"),
+    ({"on_disk": {"page_ful": True}}, InvalidRequestError, "on_disk names ['page_ful']; vector fields are "
+                                                           "page_full, page_pooled, page_fde, dense_chunk"),
+    ({"on_disk": {"page_fde": True}}, ConflictError, "on_disk names ['page_fde'], not vector fields of this "
+                                                     "library (its fields: page_full, page_pooled, dense_chunk)"),
 ])
-def test_a_layout_the_embedded_store_cannot_have_is_named(kw: dict[str, Any], says: str) -> None:
-    with pytest.raises(InvalidRequestError) as exc:
+def test_a_layout_the_embedded_store_cannot_have_is_named(kw: dict[str, Any], error: type, says: str) -> None:
+    """Malformed: 422. Not possible as this server is configured (its store, its models): 409."""
+    with pytest.raises(error) as exc:
         plan_layout(FIELDS, "embedded", **kw)
     assert says in exc.value.detail
 
@@ -167,9 +174,11 @@ def test_rest_and_cli_and_client_set_the_layout(tmp_path: Path, capsys: pytest.C
     settings = backup_kit.settings(tmp_path / "rest")
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         r = c.post("/v1/libraries", json={"name": "a", "shard_number": 2})
-        assert r.status_code == 422 and "embedded store keeps one copy" in r.json()["detail"]
+        assert r.status_code == 409 and "embedded store keeps one copy" in r.json()["detail"]
         r = c.post("/v1/libraries", json={"name": "a", "on_disk": {"page_full": True}})
-        assert r.status_code == 422 and "not vector fields of this library" in r.json()["detail"]
+        assert r.status_code == 409 and "not vector fields of this library" in r.json()["detail"]
+        r = c.post("/v1/libraries", json={"name": "a", "on_disk": {"page_ful": True}})
+        assert r.status_code == 422
         r = c.post("/v1/libraries", json={"name": "a", "replication_factor": 0})
         assert r.status_code == 422
         r = c.post("/v1/libraries", json={"name": "a", "shard_number": 1})

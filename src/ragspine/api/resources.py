@@ -37,7 +37,8 @@ class CreateLibrary(BaseModel):
                                            "(Qdrant server only)")
     write_consistency_factor: int | None = Field(None, ge=1, le=1000, description="copies a write waits "
                                                  "for, at most replication_factor (Qdrant server only)")
-    on_disk: dict[str, bool] | None = Field(None, description="vector field -> keep its originals on disk "
+    on_disk: dict[Literal["page_full", "page_pooled", "page_fde", "dense_chunk"], bool] | None = Field(
+        None, description="vector field -> keep its originals on disk "
                                             "(page_full, page_pooled, page_fde, dense_chunk); default: "
                                             "page_full on a Qdrant server, nothing on the embedded store")
 

@@ -17,11 +17,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ragspine.errors import InvalidRequestError
+from ragspine.errors import ConflictError, InvalidRequestError
 from ragspine.store.base import CollectionSpec, DenseField
 
 #: Fields whose originals a Qdrant server keeps on disk unless the library says otherwise.
 SERVER_ON_DISK = frozenset({"page_full"})
+#: Every vector field a library may have (catalog.libraries: PAGE_FULL, PAGE_POOLED, PAGE_FDE,
+#: DENSE_CHUNK; named here, not imported, since catalog.libraries imports this module).
+VECTOR_FIELDS = ("page_full", "page_pooled", "page_fde", "dense_chunk")
 COUNTS = ("shard_number", "replication_factor", "write_consistency_factor")
 #: Qdrant's own bound on shards per collection is far above this; more is a typo.
 MAX_SHARDS = 1000
@@ -75,8 +78,9 @@ def plan_layout(dense: Sequence[DenseField], backend: str, *, shard_number: int 
                 ) -> Layout:
     """The layout of a new library with vector fields ``dense`` on ``backend`` (``"embedded"``
     or ``"server"``): what the request asks for, else ``defaults`` (the settings; on a server
-    only), else the store's. A request the store cannot honour is an
-    :class:`InvalidRequestError` that names it."""
+    only), else the store's. A malformed request is an :class:`InvalidRequestError` (422); one
+    this server cannot honour as it is configured (shards on the embedded store, a field of a
+    model it does not load) a :class:`ConflictError` (409); each names the problem."""
     asked = {"shard_number": shard_number, "replication_factor": replication_factor,
              "write_consistency_factor": write_consistency_factor}
     for k, v in asked.items():
@@ -85,7 +89,7 @@ def plan_layout(dense: Sequence[DenseField], backend: str, *, shard_number: int 
     if backend == "embedded":
         many = {k: v for k, v in asked.items() if v not in (None, 1)}
         if many:
-            raise InvalidRequestError(
+            raise ConflictError(
                 f"{', '.join(f'{k} {v}' for k, v in many.items())}: the embedded store keeps one copy in one "
                 "shard; shards and replicas need a Qdrant server (RAGSPINE_QDRANT_URL)")
         counts: dict[str, int | None] = dict.fromkeys(COUNTS)
@@ -96,10 +100,13 @@ def plan_layout(dense: Sequence[DenseField], backend: str, *, shard_number: int 
             raise InvalidRequestError(f"write_consistency_factor {wcf} is more than the {rf} copies "
                                       "(replication_factor) a write can reach")
     names = [f.name for f in dense]
+    foreign = sorted(set(on_disk or {}) - set(VECTOR_FIELDS))
+    if foreign:
+        raise InvalidRequestError(f"on_disk names {foreign}; vector fields are {', '.join(VECTOR_FIELDS)}")
     unknown = sorted(set(on_disk or {}) - set(names))
     if unknown:
         have = ", ".join(names) or "none: BM25 only, no model is configured"
-        raise InvalidRequestError(f"on_disk names {unknown}, not vector fields of this library (its fields: {have})")
+        raise ConflictError(f"on_disk names {unknown}, not vector fields of this library (its fields: {have})")
     chosen = {n: (n in SERVER_ON_DISK and backend != "embedded") for n in names}
     chosen.update({k: bool(v) for k, v in (on_disk or {}).items()})
     return Layout(counts["shard_number"], counts["replication_factor"], counts["write_consistency_factor"],

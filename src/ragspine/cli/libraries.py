@@ -126,11 +126,6 @@ def document_lines(docs: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-# -- parser ------------------------------------------------------------------------------------
-
-POST_STEPS = ("mmr", "lost_in_middle")  # ragspine.retrieval.search.POST_STEPS, without importing it
-
-
 def _on_disk(on: str | None, ram: str | None) -> dict[str, bool] | None:
     """``--on-disk a,b --in-ram c`` as the layout's ``on_disk`` map (None: the defaults)."""
     if on is None and ram is None:

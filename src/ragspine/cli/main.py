@@ -262,6 +262,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
         engine.close()
 
 
+# -- parser ------------------------------------------------------------------------------------
+
+POST_STEPS = ("mmr", "lost_in_middle")  # ragspine.retrieval.search.POST_STEPS, without importing it
+
+
 def _steps(text: str | None) -> list[str]:
     steps = [s.strip() for s in (text or "").split(",") if s.strip()]
     bad = [s for s in steps if s not in POST_STEPS]
