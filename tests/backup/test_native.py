@@ -231,3 +231,57 @@ def test_a_points_only_backup_has_no_native_copy(source_dir: Path, tmp_path: Pat
         eng.close()
     assert backup_request(LIB, native=False) == (f"/v1/libraries/{LIB}/backup", {"native": "false"})
     assert backup_request(None) == ("/v1/backup", {})
+
+
+def test_native_members_out_of_place_or_missing_are_refused(body: list[tuple[str, bytes]], target: Engine,
+                                                           target_dir: Path, tmp_path: Path) -> None:
+    files, blobs = native_members(body)
+    members = with_native(body, files, blobs)
+    index = f"{LIB}/{INDEX}"
+    # The file list after a file. (A file without any list holds no native copy: the points are
+    # restored, and the stray members are never read.)
+    at = next(k for k, (n, _) in enumerate(members) if n == index)
+    late = [*members[:at], members[at + 1], members[at], *members[at + 2:]]
+    refused(target, target_dir, rebuild(tmp_path / "late.rsbak", late), "comes before its file list")
+    (c,) = target.restore(rebuild(tmp_path / "nolist.rsbak", [(n, d) for n, d in members if n != index])).libraries
+    assert c.native_files == 0 and c.points > 0
+    target.delete_library(LIB)
+    # The last file missing: the copy is incomplete (here without the thumbnails, which would
+    # be refused first: they name document versions the unopened copy cannot give).
+    last = f"{LIB}/native/{len(files) - 1}"
+    short = [(n, d) for n, d in members if n != last and "/thumbnails/" not in n]
+    refused(target, target_dir, rebuild(tmp_path / "short.rsbak", short), "native copy of library 'demo' .* incomplete")
+    # Two files swapped in order.
+    i = next(k for k, (n, _) in enumerate(members) if n == f"{LIB}/native/0")
+    swapped = [*members[:i], members[i + 1], members[i], *members[i + 2:]]
+    refused(target, target_dir, rebuild(tmp_path / "swap.rsbak", swapped), "out of order")
+
+
+def test_the_file_list_is_bounded_and_a_library_folder_appearing_is_refused(tmp_path: Path) -> None:
+    from ragspine.backup.archive import BackupFileError
+    from ragspine.backup.native import MAX_FILES, NativeStaging, adopt, check_index
+
+    with pytest.raises(BackupFileError, match=f"more than {MAX_FILES}"):
+        check_index("x", {"files": [[f"shard/f{i}", 1, 1] for i in range(MAX_FILES + 1)]})
+    with pytest.raises(BackupFileError, match="is not a file of a library folder"):
+        check_index("x", {"files": [["shard/a", 1, 1], ["shard/a", 1, 1]]})  # twice
+    root = tmp_path / "libraries"
+    st = NativeStaging(root, LIB, [("shard/a", 3, 3)])
+    st.put(0, b"abc", "x")
+    (root / LIB).mkdir()  # another restore or a create got there first
+    with pytest.raises(BackupFileError, match="appeared while it was restored"):
+        adopt(st, root)
+    assert (root / LIB).exists() and not list((root / LIB).iterdir())  # theirs, untouched
+
+
+def test_a_graph_view_refuses_writes(tmp_path: Path) -> None:
+    from ragspine.graph._networkx import _Memory
+    from ragspine.graph._view import GraphView, ReadOnlyGraphError
+
+    view = GraphView(LIB, _Memory())
+    for write in (lambda: view.replace_sources(LIB, {}), lambda: view.drop(LIB),
+                  lambda: view.locked(LIB).__enter__()):
+        with pytest.raises(ReadOnlyGraphError):
+            write()
+    with pytest.raises(KeyError, match="not 'other'"):
+        view.node("other", "x")

@@ -54,20 +54,48 @@ def run_together(batcher: QueryBatcher, queries: list[list[str]]) -> list[Any]:
 def test_an_idle_encoder_runs_a_query_at_once_and_alone() -> None:
     enc = SlowUpper(0.0)
     b = QueryBatcher(enc, max_batch=8)
-    t0 = time.perf_counter()
-    assert b(["revenue"]) == ["REVENUE"]
-    assert time.perf_counter() - t0 < 0.5 and enc.calls == [["revenue"]]
+    assert b(["revenue"]) == ["REVENUE"] and enc.calls == [["revenue"]]
+    assert b(["cost"]) == ["COST"] and enc.calls == [["revenue"], ["cost"]]  # nothing waits for company
 
 
-def test_concurrent_queries_share_calls_and_each_gets_its_own_rows() -> None:
-    enc = SlowUpper(0.1)
+class Gated(SlowUpper):
+    """Its first call waits until the test opens the gate: the queries that arrive meanwhile
+    queue up, whatever the machine's speed."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+        self.gate = threading.Event()
+
+    def __call__(self, texts: list[str]) -> list[str]:
+        if not self.calls:
+            self.gate.wait(30)
+        return super().__call__(texts)
+
+
+def test_queries_that_arrive_during_a_call_share_the_next_calls() -> None:
+    enc = Gated()
     b = QueryBatcher(enc, max_batch=8)
-    queries = [[f"q{i}"] for i in range(12)] + [["a", "b"]]
-    got = run_together(b, queries)
-    assert got == [[q.upper() for q in qs] for qs in queries]
-    assert sum(len(c) for c in enc.calls) == 14 and b.texts == 14
-    assert len(enc.calls) < len(queries)  # some shared a call
-    assert all(len(c) <= 8 for c in enc.calls[1:])  # the bound (the first is a query alone, or more)
+    first: list[Any] = []
+    t = threading.Thread(target=lambda: first.append(b(["first"])))
+    t.start()
+    while not b._busy:  # the first call is in the encoder (blocked at the gate)
+        time.sleep(0.001)
+    queries = [[f"q{i}"] for i in range(12)]  # one text each: the batch sizes do not depend on queue order
+    done: list[Any] = [None] * len(queries)
+    threads = [threading.Thread(target=lambda i=i: done.__setitem__(i, b(queries[i]))) for i in range(len(queries))]
+    for th in threads:
+        th.start()
+    while len(b._queue) < len(queries):  # every later query is queued behind the first call
+        time.sleep(0.001)
+    enc.gate.set()
+    for th in [t, *threads]:
+        th.join(30)
+    assert first == [["FIRST"]] and done == [[q.upper() for q in qs] for qs in queries]
+    assert enc.calls[0] == ["first"]
+    assert [len(c) for c in enc.calls[1:]] == [8, 4]  # 12 queued texts: a full batch, then the rest
+    assert b.calls == 3 and b.texts == 13
+    two = QueryBatcher(SlowUpper(0.0), max_batch=8)
+    assert two(["a", "b"]) == ["A", "B"]  # a caller with several texts gets its own rows
 
 
 def test_a_failed_call_fails_its_callers_and_not_the_next() -> None:

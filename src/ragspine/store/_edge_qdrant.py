@@ -108,7 +108,12 @@ def stage_params(oversampling: float | None) -> qe.SearchParams:
 
 
 def shard_config(spec: CollectionSpec | None, search_threads: int | None) -> qe.EdgeConfig:
-    """The shard configuration of a collection of ``spec`` (``None``: one of records only)."""
+    """The shard configuration of a collection of ``spec`` (``None``: one of records only). A
+    shard is one copy in one shard: more of either is a ValueError naming them."""
+    many = {k: v for k in ("shard_number", "replication_factor", "write_consistency_factor")
+            if spec is not None and (v := getattr(spec, k)) not in (None, 1)}
+    if many:
+        raise ValueError(f"{many} needs a Qdrant server; the embedded store keeps one copy in one shard")
     vectors: dict[str, qe.EdgeVectorParams] = {}
     sparse: dict[str, qe.EdgeSparseVectorParams] = {}
     if spec is not None:

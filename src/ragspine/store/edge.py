@@ -97,11 +97,6 @@ class EdgeStore:
             d = self._dir(name)
             if d.exists():
                 raise StoreError(f"library '{name}' already exists in {d.parent}")
-            many = {k: v for k in ("shard_number", "replication_factor", "write_consistency_factor")
-                    if (v := getattr(spec, k)) not in (None, 1)}
-            if many:
-                raise StoreError(f"library '{name}': {many} needs a Qdrant server; the embedded store "
-                                 "keeps one copy in one shard")
             d.mkdir(parents=True)
             cols: dict[str, MultivectorColumn] = {}
             try:
@@ -227,16 +222,16 @@ class EdgeStore:
     def add_dense_field(self, name: str, field: DenseField) -> None:
         check_addable(field)
         with self._col_lock(name):
-            if field.name in self._dense_fields(name):
+            if field.name in self.dense_fields(name):
                 return
             self._shard(name).update(qe.UpdateOperation.create_dense_vector(field.name, field.size, qe.Distance.Cosine))
-            self._shard(name).flush()  # edge_config.json now lists it: what _dense_fields reads
+            self._shard(name).flush()  # edge_config.json now lists it: what dense_fields reads
             self._dense_names.pop(name, None)
 
     def update_dense(self, name: str, field: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
         if not items:
             return
-        if field not in self._dense_fields(name):
+        if field not in self.dense_fields(name):
             raise ValueError(f"library '{name}' has no dense vector field '{field}'")
         pvs = [qe.PointVectors(pid, {field: np.asarray(v, dtype=np.float32).tolist()}) for pid, v in items]
         self._shard(name).update(qe.UpdateOperation.update_vectors(pvs))
@@ -282,12 +277,8 @@ class EdgeStore:
         return [Record(str(r.id), dict(r.payload or {})) for r in recs]
 
     def dense_fields(self, name: str) -> frozenset[str]:
-        """Names of the library's dense vector fields, int8 columns included (a restore checks
-        a native copy's against its record)."""
-        return self._dense_fields(name)
-
-    def _dense_fields(self, name: str) -> frozenset[str]:
-        """Names of the dense vector fields of a library, from the config the shard was created
+        """Names of the dense vector fields of a library (int8 columns included; a restore checks
+        a native copy's against its record), from the config the shard was created
         with (``edge_config.json``, which ``EdgeShard.load`` reads back). The binding exposes no
         config, and only rejects an unknown vector name when a requested point exists."""
         names = self._dense_names.get(name)
@@ -303,7 +294,7 @@ class EdgeStore:
 
     def retrieve_vectors(self, name: str, ids: Sequence[str], field: str) -> dict[str, np.ndarray]:
         shard = self._shard(name)
-        if field not in self._dense_fields(name):
+        if field not in self.dense_fields(name):
             raise ValueError(f"library '{name}' has no dense vector field '{field}'")
         if not ids:
             return {}
