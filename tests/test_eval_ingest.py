@@ -14,6 +14,7 @@ import pytest
 
 from ragspine.evaluation.corpus import _ingest_pdfs
 from ragspine.evaluation.datasets import Dataset
+from ragspine.indexing.ocr import first_phase_jobs
 
 
 def _pdf_set(tmp_path: Path, names: list[str]) -> Dataset:
@@ -35,6 +36,9 @@ def test_first_phases_run_side_by_side_and_are_counted_in_file_order(tmp_path: P
     class Eng:
         settings = SimpleNamespace(ocr="auto")
         dense_queue = SimpleNamespace(join=lambda timeout=None: True)  # no dense phase owed
+
+        def ingest_jobs(self, files: int) -> int:  # as Engine.ingest_jobs with OCR on
+            return first_phase_jobs("auto", files)
 
         def ingest(self, library: str, path: Path, meta: dict[str, Any], defer_ocr: bool) -> Any:
             calls.append(meta["doc_id"])
@@ -63,8 +67,6 @@ def test_first_phases_run_side_by_side_and_are_counted_in_file_order(tmp_path: P
 
 @pytest.mark.parametrize(("ocr", "files", "jobs"), [("off", 9, 1), ("auto", 1, 1), ("auto", 2, 2), ("full", 9, 2)])
 def test_first_phase_jobs_by_context(ocr: str, files: int, jobs: int) -> None:
-    from ragspine.indexing.ocr import first_phase_jobs
-
     assert first_phase_jobs(ocr, files) == jobs
 
 
@@ -78,6 +80,9 @@ def test_a_ctrl_c_stops_the_ingest_after_the_files_being_read_not_after_every_fi
     class Eng:
         settings = SimpleNamespace(ocr="off")  # one first phase at a time
         dense_queue = SimpleNamespace(join=lambda timeout=None: True)
+
+        def ingest_jobs(self, files: int) -> int:  # as Engine.ingest_jobs with OCR off, renders on a thread
+            return first_phase_jobs("off", files)
 
         def ingest(self, library: str, path: Path, meta: dict[str, Any], defer_ocr: bool) -> Any:
             calls.append(meta["doc_id"])

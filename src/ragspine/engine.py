@@ -44,6 +44,7 @@ from ragspine.graph import GraphService
 from ragspine.indexing import DocumentMetadata, Indexer, IngestResult, Thumbnails
 from ragspine.indexing.dense_backfill import DenseAdded, add_dense
 from ragspine.indexing.dense_phase import DenseQueue, follow
+from ragspine.indexing.ocr import first_phase_jobs
 from ragspine.indexing.ocr_phase import OPEN_STATES, OcrQueue
 from ragspine.indexing.ocr_sweep import ClaimGate, OcrSweep
 from ragspine.models.modelset import ModelSet
@@ -202,6 +203,12 @@ class Engine:
         if result.dense == "pending":
             follow(self.dense_queue, result, self.libraries.doc_entry(library, str(result.doc_id)))
         return result
+
+    def ingest_jobs(self, files: int) -> int:
+        """Documents a batch of ``files`` ingests at once (:func:`first_phase_jobs`): two while
+        OCR may read pixels or thumbnails render on worker processes, else one."""
+        return first_phase_jobs(self.settings.ocr, files,
+                                renders_apart=self.indexer.renders.size_for(None, want_image=False) > 0)
 
     def defer_dense(self, *, serving: bool) -> bool:
         """Whether an ingest defers its dense vectors (``RAGSPINE_DENSE_PHASE``): ``auto`` defers

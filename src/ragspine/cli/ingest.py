@@ -18,7 +18,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     from ragspine.engine import Engine
     from ragspine.errors import LibraryNotFoundError, RagspineError
-    from ragspine.indexing.ocr import first_phase_jobs
     from ragspine.indexing.stages import add as add_stages
     from ragspine.indexing.stages import summary as stage_summary
 
@@ -41,7 +40,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if getattr(args, "engine", "local") == "ray":
         return _ingest_ray(_settings(args), args, paths, meta)
     engine = Engine(_settings(args))
-    jobs = args.jobs if args.jobs is not None else first_phase_jobs(engine.settings.ocr, len(paths))
+    jobs = args.jobs if args.jobs is not None else engine.ingest_jobs(len(paths))
     failed = added = 0
     stage_times: dict[str, float] = {}
     owed: list[tuple[Path, Any, Any]] = []  # (file, first-phase result, future of its OCR)

@@ -237,10 +237,12 @@ class Settings(RankingSettings):
     attn_implementation: str | None = None
     #: Pages encoded per model call during ingest (pages are rendered one batch ahead).
     page_batch_size: int = Field(default=8, ge=1, le=512)
-    #: Processes that render pages for the page model during ingest (MuPDF renders one page at
-    #: a time per process; one render process keeps ~30 pages/s of 96-dpi renders + thumbnails,
+    #: Processes that render pages during ingest (MuPDF renders one page at a time per process,
+    #: holding the GIL; one render process keeps ~30 pages/s of 96-dpi renders + thumbnails,
     #: short of what a GPU encodes). 0 = auto: min(8, CPUs - 1) for a page model on a CUDA
-    #: device, else one helper thread of the ingesting process (a CPU encoder is the bottleneck).
+    #: device; one helper thread for a page model on a CPU (the encoder is the bottleneck); for
+    #: thumbnails alone (no page model), 2 processes on a machine of 2 cores or more, for
+    #: documents of 8 pages or more (ragspine.indexing.render). 1 = the helper thread.
     render_workers: int = Field(default=0, ge=0, le=64)
     #: Resolution pages are rendered at for the page model (its processor resizes further).
     page_render_dpi: int = Field(default=96, ge=18, le=300)

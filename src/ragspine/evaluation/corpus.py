@@ -29,7 +29,6 @@ from typing import Any
 
 from ragspine.config import Settings
 from ragspine.errors import DocumentError, RagspineError
-from ragspine.indexing.ocr import first_phase_jobs
 
 logger = logging.getLogger(__name__)
 from ragspine.evaluation.datasets import Dataset, _jsonl
@@ -135,13 +134,13 @@ def _ingest_pdfs(engine: Any, library: str, ds: Dataset, progress: bool,
     """Ingest every PDF in two phases, as a user's upload is (ragspine.indexing.ocr_phase): the
     pages that need no content OCR first, the OCR of the rest in the background while the next
     files are read. ``jobs`` first phases run at once (default:
-    :func:`~ragspine.indexing.ocr_phase.first_phase_jobs`, as ``ragspine ingest``). Returns
+    :meth:`Engine.ingest_jobs <ragspine.engine.Engine.ingest_jobs>`, as ``ragspine ingest``). Returns
     ``doc_id → pdf file name`` and counts, with the time until every first phase was live
     (``first_phase_s``) and until every OCR was done (``ingest_s``)."""
     t0, cpu0 = time.perf_counter(), tree_cpu_seconds()
     files = sorted((ds.root / "documents").glob("*.pdf"))
     if jobs is None:
-        jobs = first_phase_jobs(engine.settings.ocr, len(files))
+        jobs = engine.ingest_jobs(len(files))
     to_file: dict[str, str] = {}
     pages = indexed = ocr_pages = stamp_pages = 0
     stamp_s = 0.0

@@ -44,15 +44,19 @@ Progress = Callable[[int, int], None]
 #: ``ragspine eval``) when OCR may read pixels: while one first phase waits for the OCR workers to
 #: read its stamp-sized images, the next document is parsed. MMLongBench's 48 PDFs one at a
 #: time: every first phase live after 48.7 s, 15.3 s of it waiting for stamps (1.9x the 25.4 s
-#: of the same ingest with OCR off); two at a time: 28.3 s (1.1x).
+#: of the same ingest with OCR off); two at a time: 28.3 s (1.1x). The same holds with OCR off
+#: when thumbnails render on worker processes (:func:`ragspine.indexing.render.render_workers`):
+#: the next document is parsed while the last one's pages render (36.9 s one at a time on the
+#: helper thread, 23.4 s two at a time with two render workers, 2 cores).
 FIRST_PHASE_JOBS = 2
 
 
-def first_phase_jobs(ocr: str, files: int) -> int:
+def first_phase_jobs(ocr: str, files: int, *, renders_apart: bool = False) -> int:
     """Documents to ingest at once in a batch of ``files``: :data:`FIRST_PHASE_JOBS` when OCR
-    (``RAGSPINE_OCR``) may read pixels and there is more than one file, else one (parsing and
-    writing hold the GIL: a second document at once only helps while the first waits)."""
-    return FIRST_PHASE_JOBS if ocr != "off" and files > 1 else 1
+    (``RAGSPINE_OCR``) may read pixels or pages render on worker processes (``renders_apart``),
+    and there is more than one file; else one (parsing and writing hold the GIL: a second
+    document at once only helps while the first waits)."""
+    return FIRST_PHASE_JOBS if (ocr != "off" or renders_apart) and files > 1 else 1
 
 
 @dataclass(frozen=True)

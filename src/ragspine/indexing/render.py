@@ -1,6 +1,12 @@
 """Rendering kept pages during ingest: each page's thumbnail PNG and, with a page model, the
-image the model encodes; on a helper thread, or on worker processes when a GPU encoder would
-otherwise wait for one CPU thread.
+image the model encodes; on a helper thread, or on worker processes when the ingesting process
+would otherwise wait for one render thread.
+
+Worker processes (:func:`render_workers`) render when a GPU encoder would wait for one CPU
+thread, and, on a machine with a core to spare, the thumbnails of a text-only ingest: PyMuPDF
+keeps the GIL while it renders, so a helper thread cannot run beside the parsing and BM25
+weighing of the ingesting thread, and a text-only ingest used one core of two
+(docs/measured.md, "Text-only ingest on both cores").
 
 Only pages the RESTRICTED policy kept are ever passed here.
 """
@@ -17,6 +23,7 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from ragspine.config.machine import usable_cpus
 from ragspine.indexing.pdf import ParsedPDF, render_page_image, render_page_png, render_pages_worker
 
 logger = logging.getLogger(__name__)
@@ -29,15 +36,44 @@ MODEL_IMAGE_MAX_PX = 2048
 #: (a PIL RGB image, or None when no page model needs one).
 Rendered = tuple[bytes | None, Any]
 
+#: Worker processes for the thumbnails of a text-only ingest (``RAGSPINE_RENDER_WORKERS=0``), on
+#: a machine of two cores or more. A thumbnail costs ~15 ms (9 to rasterise, 6 for the PNG),
+#: more than parsing and weighing its page in the ingesting process, which waits for renders
+#: part of each document; so two, even on two cores (MMLongBench, 2 cores: one worker 29.1 s,
+#: two 23.4 s, against 36.9 s on the helper thread; docs/measured.md).
+THUMBNAIL_WORKERS = 2
+#: Kept pages a document needs before its thumbnails alone go to the worker processes: the first
+#: use starts them (about a second), and a few thumbnails cost less on the helper thread.
+POOL_MIN_PAGES = 8
+#: Pages per batch when thumbnails alone render on the worker processes: small enough that the
+#: ingesting thread weighs one batch while the next renders, large enough to pay the round trip.
+THUMBNAIL_BATCH = 16
+
+
+def render_workers(setting: int, *, page_model: bool, on_cuda: bool, cpus: int | None = None) -> int:
+    """Worker processes that render (0: the helper thread). ``setting`` is
+    ``RAGSPINE_RENDER_WORKERS``: 1 the helper thread, 2 or more that many processes, 0 (auto)
+    ``min(8, cores - 1)`` for a page model on a CUDA device, the helper thread for a page model
+    on a CPU (the encoder, far slower than one render thread, bounds it), and
+    :data:`THUMBNAIL_WORKERS` for thumbnails alone (none on one core)."""
+    if setting == 1:
+        return 0
+    if setting >= 2:
+        return setting
+    cores = usable_cpus() if cpus is None else cpus
+    if page_model:
+        return max(0, min(8, cores - 1)) if on_cuda else 0
+    return THUMBNAIL_WORKERS if cores > 1 else 0
+
 
 class RenderProcesses:
     """The worker processes of one indexer, started on first use and stopped by :meth:`close`.
 
     Spawned, not forked: the ingesting process may hold CUDA state and threads that a fork would
-    copy badly. ``workers=0`` (auto) uses them only for an encoder on a CUDA device: on a CPU the
-    encoder is far slower than one render thread, and spawned workers re-import the caller's
-    ``__main__`` (a script without ``if __name__ == "__main__"`` cannot use them). A pool that
-    breaks is given up for good, and rendering goes back to the helper thread.
+    copy badly. How many: :func:`render_workers` (the first document that uses them decides the
+    pool's size). Spawned workers re-import the caller's ``__main__`` (a script without ``if
+    __name__ == "__main__"`` cannot use them): a pool that breaks is given up for good, and
+    rendering goes back to the helper thread.
     """
 
     def __init__(self, workers: int) -> None:
@@ -46,16 +82,14 @@ class RenderProcesses:
         self._lock = threading.Lock()
         self.broken = False
 
-    def size_for(self, encoder: Any) -> int:
-        n = self.workers
-        if n == 0:
-            on_cuda = getattr(getattr(encoder, "device", None), "type", None) == "cuda"
-            n = min(8, (os.cpu_count() or 1) - 1) if on_cuda else 0
-        return n
+    def size_for(self, encoder: Any, want_image: bool = True) -> int:
+        """Processes for a document whose page model is ``encoder`` (None: thumbnails alone)."""
+        on_cuda = getattr(getattr(encoder, "device", None), "type", None) == "cuda"
+        return render_workers(self.workers, page_model=encoder is not None and want_image, on_cuda=on_cuda)
 
-    def get(self, encoder: Any) -> ProcessPoolExecutor | None:
-        n = self.size_for(encoder)
-        if n < 2 or self.broken:
+    def get(self, encoder: Any, want_image: bool = True) -> ProcessPoolExecutor | None:
+        n = self.size_for(encoder, want_image)
+        if n < 1 or self.broken:
             return None
         with self._lock:
             if self._pool is None:
@@ -98,7 +132,10 @@ class PageRenderer:
         self.key = key
         self.thumb = (thumb_dpi, thumb_max_px)
         self.image_dpi = image_dpi
-        self.pool = procs.get(encoder) if procs is not None and want_image and parsed.source is not None else None
+        # Thumbnails alone go to the processes only for a document long enough to pay for them.
+        worth = want_image or len(parsed.pages) >= POOL_MIN_PAGES
+        self.pool = (procs.get(encoder, want_image)
+                     if procs is not None and worth and parsed.doc is not None and parsed.source is not None else None)
         self._spool: str | None = None
         self._src: str | None = None
         self._fallback = False  # the pool broke: the rest renders on the caller's thread
@@ -108,6 +145,11 @@ class PageRenderer:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(parsed.source)
             self._src = self._spool or str(parsed.source)
+
+    def batch_size(self, default: int) -> int:
+        """Pages per batch: ``default``, or :data:`THUMBNAIL_BATCH` for thumbnails alone on the
+        worker processes."""
+        return min(default, THUMBNAIL_BATCH) if self.pool is not None and not self.want_image else default
 
     @property
     def ahead(self) -> int:
@@ -133,7 +175,7 @@ class PageRenderer:
             return self.thread.submit(self.render, list(numbers))
         try:
             return self.pool.submit(render_pages_worker, self.key, self._src, list(numbers), *self.thumb,
-                                    self.image_dpi, MODEL_IMAGE_MAX_PX)
+                                    self.image_dpi, MODEL_IMAGE_MAX_PX, self.want_image)
         except BrokenProcessPool:
             self._fail()
             return _done()
@@ -150,7 +192,7 @@ class PageRenderer:
         except BrokenProcessPool:
             self._fail()
             return self.render(numbers)
-        return [(png, Image.fromarray(arr, "RGB")) for png, arr in got]
+        return [(png, None if arr is None else Image.fromarray(arr, "RGB")) for png, arr in got]
 
     def _fail(self) -> None:
         # From here on only the caller's thread renders (in collect): the helper thread never

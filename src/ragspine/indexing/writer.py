@@ -99,10 +99,9 @@ class VersionWriter:
         n_chunks = 0
         done = 0
         # Pages go through in batches: render (thumbnail + model image) one batch ahead on a
-        # helper thread, encode the batch, upsert it. Only that helper touches the PDF while
-        # it runs, and the main thread never does (MuPDF documents are not thread-safe).
-        size = s.page_batch_size if models.page is not None else UPSERT_BATCH
-        batches = [per_page[i : i + size] for i in range(0, len(per_page), size)]
+        # helper thread or more on worker processes, encode the batch, upsert it. Only that
+        # helper touches the PDF while it runs, and the main thread never does (MuPDF documents
+        # are not thread-safe).
         want_image = models.page is not None and parsed.doc is not None and page_vectors is None
 
         def write(points: list[PointData]) -> None:
@@ -132,6 +131,8 @@ class VersionWriter:
                 PageRenderer(parsed, thread=thread, procs=self.renders, encoder=models.page, want_image=want_image,
                              key=f"{library}/{doc_id}/{version}", thumb_dpi=s.thumbnail_dpi,
                              thumb_max_px=s.thumbnail_max_px, image_dpi=s.page_render_dpi) as renderer:
+            size = renderer.batch_size(s.page_batch_size if models.page is not None else UPSERT_BATCH)
+            batches = [per_page[i : i + size] for i in range(0, len(per_page), size)]
             ahead = renderer.ahead
             try:
                 pending = deque(renderer.submit(numbers(b)) for b in batches[:ahead])

@@ -1,0 +1,164 @@
+"""Thumbnails of a text-only ingest on worker processes.
+
+PyMuPDF keeps the GIL while it renders, so the helper thread that made a text-only ingest's
+thumbnails ran instead of, not beside, the parsing and BM25 weighing of the ingesting thread:
+one core of two sat idle. On a machine of two cores or more the thumbnails now render on worker
+processes (``RAGSPINE_RENDER_WORKERS=0``, the default), and a batch of files ingests two at a
+time. What must not change: the thumbnails themselves (byte for byte), which pages are rendered
+(the kept ones only: a RESTRICTED page never reaches a worker), and a short document's cost (no
+process is started for it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pdfs
+from ragspine.config import Settings
+from ragspine.engine import Engine
+from ragspine.indexing import render
+from ragspine.indexing.ocr import first_phase_jobs
+from ragspine.indexing.render import POOL_MIN_PAGES, THUMBNAIL_WORKERS, PageRenderer, render_workers
+
+TEN = [f"Page {i} of the annual report: revenue, margin and outlook number {i}." for i in range(1, 11)]
+
+
+@pytest.mark.parametrize(
+    ("setting", "page_model", "on_cuda", "cpus", "expected"),
+    [
+        (1, False, False, 16, 0),  # 1 is the helper thread, whatever the machine
+        (1, True, True, 16, 0),
+        (3, False, False, 1, 3),  # a number of processes is taken as given
+        (3, True, False, 2, 3),
+        (0, True, True, 16, 8),  # auto, a page model on a GPU: up to 8, a core left to the encoder
+        (0, True, True, 4, 3),
+        (0, True, True, 1, 0),
+        (0, True, False, 16, 0),  # auto, a page model on the CPU: the encoder bounds it
+        (0, False, False, 1, 0),  # auto, thumbnails alone: not on one core
+        (0, False, False, 2, THUMBNAIL_WORKERS),
+        (0, False, False, 64, THUMBNAIL_WORKERS),
+    ],
+)
+def test_render_workers_by_setting_model_and_cores(setting: int, page_model: bool, on_cuda: bool, cpus: int,
+                                                   expected: int) -> None:
+    assert render_workers(setting, page_model=page_model, on_cuda=on_cuda, cpus=cpus) == expected
+
+
+@pytest.mark.parametrize(("ocr", "apart", "files", "jobs"),
+                         [("off", False, 9, 1), ("off", True, 9, 2), ("off", True, 1, 1), ("auto", False, 2, 2)])
+def test_two_files_at_once_when_thumbnails_render_apart(ocr: str, apart: bool, files: int, jobs: int) -> None:
+    assert first_phase_jobs(ocr, files, renders_apart=apart) == jobs
+
+
+def test_the_engine_ingests_two_files_at_once_only_when_renders_run_apart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(render, "usable_cpus", lambda: 2)
+    for workers, jobs in ((0, 2), (1, 1)):
+        eng = Engine(Settings(data_dir=tmp_path / str(workers), ocr="off", render_workers=workers))
+        try:
+            assert eng.ingest_jobs(5) == jobs
+        finally:
+            eng.close()
+
+
+def _ingest(data_dir: Path, pdf: bytes, workers: int) -> tuple[dict[int, bytes], Any, bool]:
+    eng = Engine(Settings(data_dir=data_dir, ocr="off", render_workers=workers))
+    try:
+        eng.create_library("lib")
+        res = eng.ingest("lib", pdf, {"doc_id": "d"})
+        thumbs = {n: eng.thumbnail("lib", "d", n).read_bytes() for n in range(1, res.pages_total + 1)
+                  if n not in res.pages_dropped}
+        return thumbs, res, eng.indexer.renders.started
+    finally:
+        eng.close()
+
+
+def test_thumbnails_from_worker_processes_equal_the_render_threads_and_skip_restricted_pages(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(render, "usable_cpus", lambda: 2)
+    secret = "Merger codename BLUEHERON: the board approved the offer."
+    pdf = pdfs.make_pdf([*TEN[:6], pdfs.Page([secret], header="RESTRICTED"), *TEN[6:]])
+    sent: list[int] = []
+    submit = PageRenderer.submit
+
+    def spy(self: PageRenderer, numbers: Any) -> Any:
+        if self.pool is not None:
+            sent.extend(numbers)
+        return submit(self, numbers)
+
+    monkeypatch.setattr(PageRenderer, "submit", spy)
+    thread, res_t, started_t = _ingest(tmp_path / "thread", pdf, 1)
+    procs, res_p, started_p = _ingest(tmp_path / "procs", pdf, 0)
+    assert (started_t, started_p) == (False, True)  # the thread, then the pool really ran
+    assert res_t.pages_dropped == res_p.pages_dropped == [7]
+    assert sorted(sent) == [n for n in range(1, 12) if n != 7]  # the RESTRICTED page never went out
+    assert set(procs) == set(thread) == set(sent)
+    assert procs == thread  # byte for byte
+    assert res_p.chunks == res_t.chunks
+    for d in ("thread", "procs"):  # ten thumbnails on disk: none of the RESTRICTED page
+        assert len([p for p in (tmp_path / d / "thumbnails").rglob("*.png")]) == 10
+
+
+def test_a_short_document_renders_on_the_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(render, "usable_cpus", lambda: 2)
+    short = pdfs.make_pdf(TEN[: POOL_MIN_PAGES - 1])
+    thumbs, res, started = _ingest(tmp_path / "short", short, 0)
+    assert res.pages_indexed == POOL_MIN_PAGES - 1 and len(thumbs) == POOL_MIN_PAGES - 1
+    assert not started  # no process started for a few thumbnails
+    long = pdfs.make_pdf(TEN[:POOL_MIN_PAGES])
+    _thumbs, _res, started = _ingest(tmp_path / "long", long, 0)
+    assert started
+
+
+def test_thumbnails_alone_go_in_batches_the_ingest_can_overlap(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # One batch of 256 pages would leave nothing to weigh while the batch renders.
+    monkeypatch.setattr(render, "usable_cpus", lambda: 2)
+    batches: list[list[int]] = []
+    submit = PageRenderer.submit
+
+    def spy(self: PageRenderer, numbers: Any) -> Any:
+        batches.append(list(numbers))
+        return submit(self, numbers)
+
+    monkeypatch.setattr(PageRenderer, "submit", spy)
+    monkeypatch.setattr(render, "THUMBNAIL_BATCH", 4)
+    _ingest(tmp_path / "b", pdfs.make_pdf(TEN), 0)
+    assert batches == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10]]
+    batches.clear()
+    _ingest(tmp_path / "t", pdfs.make_pdf(TEN), 1)
+    assert batches == [list(range(1, 11))]  # on the thread: one batch of up to 256 pages, as before
+
+
+SCRIPT = """
+import sys
+from ragspine.config import Settings
+from ragspine.engine import Engine
+eng = Engine(Settings(data_dir=sys.argv[1], ocr="off", render_workers=2))
+eng.create_library("lib")
+res = eng.ingest("lib", open(sys.argv[2], "rb").read(), {"doc_id": "d"})
+print("RESULT", res.status, res.pages_indexed, sum(1 for n in range(1, 11) if eng.thumbnail("lib", "d", n).exists()))
+eng.close()
+"""
+
+
+def test_a_script_without_a_main_guard_still_gets_its_thumbnails(tmp_path: Path) -> None:
+    # Spawned workers re-run a script's top level; without `if __name__ == "__main__":` they
+    # cannot start, and the pages render on the script's own thread instead.
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "no_guard.py"
+    script.write_text(SCRIPT)
+    pdf = tmp_path / "ten.pdf"
+    pdf.write_bytes(pdfs.make_pdf(TEN))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}, "RAGSPINE_DENSE_MODEL": "none"}
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "data"), str(pdf)], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "RESULT indexed 10 10" in r.stdout
+    assert "render processes failed" in r.stderr
