@@ -14,7 +14,7 @@ import pdfs
 from pdfs import Page
 from ragspine.config import Settings
 from ragspine.engine import Engine
-from ragspine.retrieval.channels.documents import DocumentChannel, Naming, named_score, naming
+from ragspine.retrieval.channels.documents import KIND, NAMED, DocumentChannel, Naming, kinds_named, named_score, naming
 from ragspine.retrieval.search import SearchRequest
 from ragspine.scoring.query_terms import query_tokens
 
@@ -124,3 +124,60 @@ def test_odd_metadata_names_nothing_it_should_not() -> None:
     assert n == Naming((frozenset({"acme", "robotics"}), frozenset({"42"})), frozenset({"2023"}))
     assert named_score(set(query_tokens("the company")), naming({"doc_id": "x", "meta": {"entity": "The Company"}})) == 0.0
     assert naming({"doc_id": "z"}) == Naming((), frozenset())
+
+
+@pytest.mark.parametrize(("question", "kinds"), [
+    ("How many figures are there in this paper?", {"research_paper"}),
+    ("What is the second FAQ shown in the slides?", {"slides"}),
+    ("Which number shall I call, according to this guidebook?", {"manual"}),
+    ("What was 3M's capital expenditure in its 2018 10-K?", {"10-K"}),
+    ("What did the annual report say about margins?", {"10-K", "annual_report"}),
+    ("这份年报中的营业收入是多少？", {"annual_report"}),
+    ("What was revenue in 2018?", set()),
+    ("How much paper did the mill produce?", set()),  # "paper" alone is a product, not a kind
+])
+def test_the_kinds_a_question_names(question: str, kinds: set[str]) -> None:
+    assert kinds_named(question) == kinds
+
+
+def test_a_named_kind_adds_to_a_name_and_counts_alone() -> None:
+    deck = naming({"doc_id": "d", "meta": {"doc_type": "slides"}, "profile": {"doc_type": "report"}})
+    filing = naming({"doc_id": "f", "meta": {"entity": "Northwind Corp"}, "profile": {"doc_type": "10-K",
+                                                                                        "fiscal_year": 2018}})
+    assert deck.kinds == {"slides"}  # the caller's kind wins over the profile's
+    assert naming({"doc_id": "m", "meta": {"doc_type": "memo"}}).kinds == frozenset()  # not a kind we know
+    q = set(query_tokens("Northwind capital expenditure in the 10-K"))
+    assert named_score(q, filing, kinds_named("Northwind capital expenditure in the 10-K")) == min(1.0, NAMED + KIND)
+    assert named_score(q, filing) == NAMED  # without the kind: the name alone
+    q18 = set(query_tokens("Northwind 2018 10-K capex"))
+    assert named_score(q18, filing, frozenset({"10-K"})) == 1.0  # capped
+    assert named_score(set(query_tokens("the slides' third FAQ")), deck, frozenset({"slides"})) == KIND
+    assert named_score(set(query_tokens("the slides' third FAQ")), deck) == 0.0
+
+
+def test_the_kind_a_question_names_ranks_that_kind_of_document_first(tmp_path: Path) -> None:
+    # The same sentence in a paper and in a deck: page BM25 cannot tell them apart (the paper's
+    # page says it twice, so it comes first); the question's "in the slides" decides.
+    eng = Engine(Settings(data_dir=tmp_path / "data", dense_model="none"))
+    try:
+        eng.create_library(LIB)
+        eng.ingest_text(LIB, "paper", "Retrieval latency fell to 12 ms with batching; retrieval latency fell.",
+                        {"doc_type": "research_paper"}, title="Batching for retrieval")
+        for i in range(8):  # the rest of the shelf: documents that mention retrieval in passing
+            eng.ingest_text(LIB, f"other{i}", f"Memo {i}: the archive's retrieval desk moves to the third floor "
+                            "in spring, with new shelving, lighting and a reading room for visitors.",
+                            {"doc_type": "report"}, title=f"Memo {i}")
+        eng.ingest_text(LIB, "deck", "Retrieval latency fell to 12 ms with batching.", {"doc_type": "slides"},
+                        title="Quarterly engineering review")
+
+        def first(question: str, **over: object) -> str:
+            s = eng.settings.model_copy(update=over)
+            res = eng.searcher_for(s).search(SearchRequest(query=question, libraries=[LIB], mode="bm25", top_k=2))
+            return res.hits[0].doc_id
+
+        assert first("How far did retrieval latency fall with batching?") == "paper"
+        assert first("In the slides, how far did retrieval latency fall with batching?") == "deck"
+        assert first("In this paper, how far did retrieval latency fall with batching?") == "paper"
+        assert first("In the slides, how far did retrieval latency fall with batching?", document_prior_weight=0.0) == "paper"
+    finally:
+        eng.close()

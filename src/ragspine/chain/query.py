@@ -39,6 +39,7 @@ from ragspine.config import Settings
 from ragspine.errors import InvalidRequestError
 from ragspine.retrieval.search import PageKey, SearchHit, SearchRequest, SearchResponse, Searcher
 from ragspine.scoring.fusion import rrf
+from ragspine.scoring.query_text import search_text
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class QueryChain:
         res = _fuse(responses, self.settings.rrf_k)
         if req.rerank:
             depth = max(pool, self.settings.rerank_depth)
-            head, degraded, notes, ms = self.searcher.rerank(req.query, res.hits[:depth])
+            head, degraded, notes, ms = self.searcher.rerank(self._searched(req.query), res.hits[:depth])
             res.hits = head + res.hits[depth:]
             res.degraded_reasons.extend(r for r in degraded if r not in res.degraded_reasons)
             res.notes.extend(n for n in notes if n not in res.notes)
@@ -180,8 +181,15 @@ class QueryChain:
         dense = self.searcher.models.dense
         low, rescue = grade_similarity(getattr(dense, "model_id", None), s.corrective_min_similarity,
                                        s.corrective_rescue_similarity)
-        return grade([v.query for v in run.variants], run.response.hits, min_coverage=s.corrective_min_coverage,
+        # The grade judges what was searched: an instruction about the answer's form ("write the
+        # answer in int format") is in no passage, and would count as missing terms.
+        queries = [self._searched(v.query) for v in run.variants]
+        return grade(queries, run.response.hits, min_coverage=s.corrective_min_coverage,
                      depth=s.corrective_depth, min_similarity=low, rescue_similarity=rescue)
+
+    def _searched(self, query: str) -> str:
+        """What of ``query`` the channels search (``RAGSPINE_DROP_ANSWER_INSTRUCTIONS``)."""
+        return search_text(query) if self.settings.drop_answer_instructions else query
 
     # -- after the search -----------------------------------------------------------------------
 

@@ -73,13 +73,18 @@ class RankingSettings(BaseSettings):
     #: dropped): TAT-QA 0.7201 -> 0.7231, Cranfield 0.3507 -> 0.3525, CMRC2018 0.9860 -> 0.9907,
     #: MMLongBench pages 0.3544 -> 0.3656.
     bm25_drop_question_words: bool = True
+    #: Search a question without its instructions about the answer's form ("Please write the
+    #: answer in int format.", "Answer 'yes' or 'no'.", "请以整数形式作答。"; ragspine.scoring.
+    #: query_text): every channel, the priors and the reranker; the answer's ``notes`` say what
+    #: was left out. bench/long_reports.py (docs/measured.md, "Answer instructions").
+    drop_answer_instructions: bool = True
     #: RRF weights of the visual (page image) and dense (passage) channels, against the BM25
     #: channels' ``bm25_chunk_weight`` and ``bm25_page_weight`` (the dense one beside the visual
     #: channel or with ``dense_fusion=rrf``; else ``convex_dense_weight`` applies).
     visual_weight: float = Field(default=DEFAULT_VISUAL_WEIGHT, ge=0, allow_inf_nan=False)
     dense_weight: float = Field(default=DEFAULT_DENSE_WEIGHT, ge=0, allow_inf_nan=False)
     #: The document prior (retrieval/fusion.py, scoring/priors.py): when a question names a
-    #: document's issuer (and year), a page's fused score becomes ``(1 - w) * page + w *
+    #: document's issuer (and year) or its kind, a page's fused score becomes ``(1 - w) * page + w *
     #: document``, ``document`` the document channel's score in [0, 1]
     #: (retrieval/channels/documents.py); a question that names none is ranked as without it.
     #: 0 turns it off. Chosen by bench/long_reports.py (docs/measured.md).

@@ -51,6 +51,7 @@ from ragspine.retrieval.request import (
 from ragspine.retrieval.rerank import Reranking
 from ragspine.scoring.bm25 import query_vector
 from ragspine.scoring.fusion import rrf
+from ragspine.scoring.query_text import split_instructions
 from ragspine.scoring.tokenizer import query_language
 from ragspine.store.base import Store
 from ragspine.store.predicates import Predicate, check_types, merge_field_types, parse_filters
@@ -134,7 +135,15 @@ class Searcher:
         if req.expand is not None:  # never silently ignored: the graph runs it (Engine.search)
             raise InvalidRequestError("'expand' needs the relation graph: search through Engine.search")
         preds, _ = self.validate(req)
+        # Every channel, prior and the reranker search the question without what it says about
+        # its answer's form (ragspine.scoring.query_text); the caller's request keeps it all.
+        searched, instructions = (split_instructions(req.query) if self.settings.drop_answer_instructions
+                                  else (req.query, []))
+        if instructions:
+            req = req.model_copy(update={"query": searched})
         plan = self._plan(req)
+        if instructions:
+            plan.notes.append(f"answer_instructions: left out of the search: {' '.join(instructions)!r}")
         timings: dict[str, float] = {}
         queries = self._encode_query(req, plan, timings)
         trace = Trace()

@@ -11,7 +11,12 @@ years (``fiscal_year``, ``period``) - and scores a question:
 - ``NAMED`` when every distinctive word of one of the document's names is a word of the
   question ("3M" for "3M Company"; "Acme Robotics" needs both words, so "Acme Holdings" is not
   named by a question about Acme Robotics);
-- plus ``YEAR`` when the question also holds one of the document's years.
+- plus ``YEAR`` when the question also holds one of the document's years;
+- plus ``KIND`` when the question says which kind of document it is about ("in the slides",
+  "this paper", "the guidebook", "the 10-K"; :data:`KIND_PHRASES`) and the document is of that
+  kind (its ``doc_type``: the caller's, else the profile's); a kind alone, with no name, scores
+  ``KIND`` (a question about "this paper" on a shelf of papers, decks and filings is about one
+  of the papers, even if it does not say which).
 
 Page ranking uses it as a prior (:func:`ragspine.scoring.priors.document_prior`): the pages of
 the named document come first, the year deciding between two of its filings. A question that
@@ -36,9 +41,28 @@ from ragspine.catalog import Libraries
 from ragspine.scoring.query_terms import query_tokens
 from ragspine.scoring.tokenizer import tokenize
 
-#: The score of a document its question names, and what the question's naming its year adds.
+#: The score of a document its question names, what the question's naming its year adds, and
+#: what its naming the document's kind adds (scores are capped at 1). A kind is weaker than a
+#: name: the pages of the named company's filing stay above a peer's filing of the same kind.
 NAMED = 0.7
 YEAR = 0.3
+KIND = 0.5
+#: What questions call each kind of document (``DocumentProfile.doc_type``), in English and
+#: Chinese. Narrow on purpose: "paper" alone is also a product, so a paper needs "this"/"the".
+KIND_PHRASES: dict[str, re.Pattern[str]] = {
+    kind: re.compile(pattern, re.IGNORECASE) for kind, pattern in {
+        "slides": r"\b(?:slides?|slide deck|deck|presentation)\b|幻灯片|演示文稿|PPT",
+        "research_paper": r"\b(?:this|the)\s+(?:paper|article|study)\b|论文",
+        "manual": r"\b(?:guidebook|manual|user guide|handbook)\b|手册|指南",
+        "10-K": r"\b(?:10-?K|annual report|annual filing)\b",
+        "10-Q": r"\b(?:10-?Q|quarterly report)\b",
+        "8-K": r"\b8-?K\b",
+        "annual_report": r"\bannual report\b|年报|年度报告",
+        "earnings_release": r"\bearnings (?:release|report|call)\b|业绩公告",
+        "statistical_bulletin": r"\b(?:statistical )?bulletin\b|统计公报",
+        "brochure": r"\bbrochure\b|宣传册",
+    }.items()
+}
 #: Words of a company's legal name that do not tell one company from another.
 LEGAL_FORMS = frozenset(
     "inc incorporated corp corporation co company companies ltd limited plc llc lp llp sa ag nv se spa bv "
@@ -48,6 +72,8 @@ LEGAL_FORMS = frozenset(
 NAME_FIELDS = ("entity", "issuer")
 #: Fields that hold its years.
 YEAR_FIELDS = ("fiscal_year", "period")
+#: The field that holds its kind.
+KIND_FIELDS = ("doc_type",)
 _YEAR_RE = re.compile(r"(?<!\d)(19\d\d|20\d\d)(?!\d)")
 
 
@@ -57,9 +83,10 @@ class Naming:
 
     names: tuple[frozenset[str], ...]
     years: frozenset[str]
+    kinds: frozenset[str] = frozenset()
 
 
-def _values(entry: Mapping[str, Any], fields: Iterable[str]) -> list[str]:
+def _values(entry: Mapping[str, Any], fields: Iterable[str], *, aliases: bool = True) -> list[str]:
     meta = entry.get("meta") or {}
     profile = entry.get("profile") or {}
     out: list[str] = []
@@ -69,8 +96,8 @@ def _values(entry: Mapping[str, Any], fields: Iterable[str]) -> list[str]:
             for x in v if isinstance(v, list) else [v]:
                 if x is not None and not isinstance(x, bool) and str(x).strip():
                     out.append(str(x))
-    aliases = profile.get("aliases") or []
-    out.extend(str(a) for a in aliases if str(a).strip())
+    if aliases:
+        out.extend(str(a) for a in profile.get("aliases") or [] if str(a).strip())
     return out
 
 
@@ -82,14 +109,24 @@ def naming(entry: Mapping[str, Any]) -> Naming:
         if words:
             names.append(words)
     years = {y for v in _values(entry, YEAR_FIELDS) for y in _YEAR_RE.findall(v)}
-    return Naming(tuple(dict.fromkeys(names)), frozenset(years))
+    # The caller's doc_type wins over the profile's; the first value is the one in force.
+    kinds = _values(entry, KIND_FIELDS, aliases=False)[:1]
+    return Naming(tuple(dict.fromkeys(names)), frozenset(years), frozenset(k for k in kinds if k in KIND_PHRASES))
 
 
-def named_score(question: set[str], doc: Naming) -> float:
-    """``NAMED (+ YEAR)`` when the question names the document, else 0."""
-    if not any(name <= question for name in doc.names):
-        return 0.0
-    return NAMED + (YEAR if doc.years & question else 0.0)
+def kinds_named(text: str) -> frozenset[str]:
+    """The kinds of document a question says it is about (:data:`KIND_PHRASES`)."""
+    return frozenset(kind for kind, pattern in KIND_PHRASES.items() if pattern.search(text))
+
+
+def named_score(question: set[str], doc: Naming, kinds: frozenset[str] = frozenset()) -> float:
+    """``NAMED (+ YEAR)`` when the question names the document, ``+ KIND`` when it names the
+    document's kind (``kinds``: :func:`kinds_named`), at most 1; else 0."""
+    named = any(name <= question for name in doc.names)
+    score = (NAMED + (YEAR if doc.years & question else 0.0)) if named else 0.0
+    if doc.kinds & kinds:
+        score += KIND
+    return min(1.0, score)
 
 
 
@@ -117,7 +154,7 @@ class DocumentChannel:
             return ix
         docs = {e["doc_id"]: naming(e) for e in self.libraries.doc_entries(library)
                 if e.get("doc_id") in active and e.get("active_version")}
-        ix = _Index(active, {d: n for d, n in docs.items() if n.names})
+        ix = _Index(active, {d: n for d, n in docs.items() if n.names or n.kinds})
         with self._lock:
             self._indexes[library] = ix
         return ix
@@ -130,5 +167,6 @@ class DocumentChannel:
             return {}
         # Question words kept: "Who" is not a company, but dropping them costs nothing here.
         question = set(query_tokens(text, drop_question_words=True))
-        out = {d: named_score(question, n) for d, n in ix.docs.items()}
+        kinds = kinds_named(text)
+        out = {d: named_score(question, n, kinds) for d, n in ix.docs.items()}
         return {d: s for d, s in out.items() if s > 0}

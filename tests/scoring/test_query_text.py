@@ -1,0 +1,61 @@
+"""A question's instructions about its answer's form are not searched; the question is."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragspine.scoring.query_text import search_text, split_instructions
+
+
+@pytest.mark.parametrize(
+    ("query", "searched", "left_out"),
+    [
+        ("How many items are in the Amazon datasets? Please write the answer in int format.",
+         "How many items are in the Amazon datasets?", ["Please write the answer in int format."]),
+        ("Which Exhibits are not mentioned? The answer should be formatted as a list, for example [\"P-1\",\"P-2\"]",
+         "Which Exhibits are not mentioned?", ["The answer should be formatted as a list, for example [\"P-1\",\"P-2\"]"]),
+        ("Is market CA03 part of the Bay Area? Answer 'yes' or 'no'.",
+         "Is market CA03 part of the Bay Area?", ["Answer 'yes' or 'no'."]),
+        ("Is there a signature on the last page? Directly answer 'yes' or 'no'.",
+         "Is there a signature on the last page?", ["Directly answer 'yes' or 'no'."]),
+        ("What is the residential capacity of Staten Island? Give me an integer.",
+         "What is the residential capacity of Staten Island?", ["Give me an integer."]),
+        ("Which operators are not in common? Please list the names in list format, e.g., [\"a\",\"b\"] ",
+         "Which operators are not in common?", ["Please list the names in list format, e.g., [\"a\",\"b\"]"]),
+        # the example list trailing the question itself
+        ("Which seniors go online, e.g., [\"9%\",\"8%\"]", "Which seniors go online", ["e.g., [\"9%\",\"8%\"]"]),
+        ("2019年营业收入是多少？请以整数形式作答。", "2019年营业收入是多少？", ["请以整数形式作答。"]),
+        # what an instruction says after its example list is the question's own
+        ("Which seniors own a tablet? Please write the answer in list format, e.g., [\"9%\",\"8%\"] in the 2013 "
+         "tracking survey?", "Which seniors own a tablet? in the 2013 tracking survey?",
+         ["Please write the answer in list format, e.g., [\"9%\",\"8%\"]"]),
+        ("List all countries in the compliance part (except the U.S.). Your answer should be in English.",
+         "List all countries in the compliance part (except the U.S.).", ["Your answer should be in English."]),
+    ],
+)
+def test_instructions_about_the_answer_are_left_out(query: str, searched: str, left_out: list[str]) -> None:
+    assert split_instructions(query) == (searched, left_out)
+    assert search_text(query) == searched
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # the first sentence is the question, whatever verb it starts with
+        "List all the countries mentioned in the Regulatory Compliance part of this guidebook.",
+        "Please list the subsidiaries of Acme Holdings in 2023.",
+        # a hint about where to look names no form of answer
+        "What is the FY2018 capital expenditure amount (in USD millions) for 3M? Use the cash flow statement.",
+        "What was revenue in 2019? Compare it with the segment table.",
+        # a unit is what the tables say too ("in millions")
+        "What is Netflix's advertising expense in FY2015? Answer in millions.",
+        "营业收入是多少？请以百万元为单位作答。",
+        # an instruction alone is the question: nothing else would be left
+        "Please write the answer in int format.",
+        "2019年营业收入是多少？",
+        "revenue growth U.S. e.g. margin",  # "e.g." with no example list after it
+        "",
+    ],
+)
+def test_questions_and_hints_stay_as_asked(query: str) -> None:
+    assert split_instructions(query) == (query, [])
