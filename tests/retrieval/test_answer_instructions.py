@@ -15,7 +15,7 @@ import pytest
 
 from ragspine.config import Settings
 from ragspine.engine import Engine
-from ragspine.retrieval.search import SearchRequest
+from ragspine.retrieval.search import NOTE_CHARS, SearchRequest
 
 LIB = "reports"
 REPORT = "Northwind's revenue in 2023 was 512 million dollars, up from 470 million in 2022."
@@ -73,3 +73,13 @@ def test_the_corrective_grade_judges_the_question_that_was_searched(engine: Engi
     # Searched whole, the question has 8 content terms (northwind, revenue, 2023, please, write,
     # answer, int, format); the report and the guide it now finds hold 6 of them: 0.75.
     assert off["coverage"] == 0.75
+
+
+def test_a_long_instruction_is_quoted_short_in_the_note(engine: Engine) -> None:
+    long = QUESTION + " " + " ".join(f"Please write answer {i} in list format." for i in range(40))
+    searcher = engine.searcher_for(engine.settings)
+    res = searcher.search(SearchRequest(query=long, libraries=[LIB], mode="bm25", top_k=5))
+    assert [h.doc_id for h in res.hits] == ["report"]
+    (note,) = res.notes
+    quoted = note.split("left out of the search: ", 1)[1]
+    assert len(quoted) == NOTE_CHARS + 2 and quoted.endswith("…'")  # 200 characters and the quotes

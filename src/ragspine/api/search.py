@@ -153,7 +153,8 @@ class SearchResponse(Reply):
     #: The corrective loop found no context good enough and returned none (``corrective.reason``).
     abstained: bool = False
     timings_ms: dict[str, float] = Field(default_factory=dict)
-    #: Channels left out on purpose, and why (``dense_skipped: query language zh ...``).
+    #: Channels left out on purpose, and why (``dense_skipped: query language zh ...``), and what of
+    #: the question was not searched (``answer_instructions: ...``).
     notes: list[str] = Field(default_factory=list)
     #: The fusion that ranked the hits: per library its rule and weights (``rrf(k=60; bm25 1,
     #: bm25_page 4)``, ``convex(bm25 0.2, ...)``) and what pages borrowed (``document prior 0.3``),

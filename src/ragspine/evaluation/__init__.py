@@ -136,7 +136,7 @@ QUERY_TIME_SETTINGS = frozenset(
      "visual_weight", "rerank_depth", "prefetch_limit", "rewrite", "rewrite_max_queries",
      "corrective_min_coverage", "corrective_depth", "corrective_min_similarity",
      "corrective_rescue_similarity", "mmr_lambda", "mmr_pool_factor", "reranker_languages",
-     "dense_languages", "document_prior_weight",
+     "dense_languages", "document_prior_weight", "drop_answer_instructions",
      "neighbour_weight", "miss_check", "miss_margin", "miss_stds"}
 )
 

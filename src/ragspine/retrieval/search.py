@@ -61,6 +61,9 @@ __all__ = ["CANDIDATE_FACTOR", "MIN_CANDIDATES", "MODES", "POST_STEPS", "ExpandS
 
 logger = logging.getLogger(__name__)
 
+#: Longest quote of a question's left-out instructions in an answer's note.
+NOTE_CHARS = 200
+
 #: Hits whose text tells the script of what the meaning channel found (the miss check).
 MISS_SCRIPT_HITS = 3
 
@@ -143,7 +146,9 @@ class Searcher:
             req = req.model_copy(update={"query": searched})
         plan = self._plan(req)
         if instructions:
-            plan.notes.append(f"answer_instructions: left out of the search: {' '.join(instructions)!r}")
+            said = " ".join(instructions)
+            said = said if len(said) <= NOTE_CHARS else said[: NOTE_CHARS - 1] + "…"
+            plan.notes.append(f"answer_instructions: left out of the search: {said!r}")
         timings: dict[str, float] = {}
         queries = self._encode_query(req, plan, timings)
         trace = Trace()
