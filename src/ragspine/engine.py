@@ -207,8 +207,10 @@ class Engine:
     def ingest_jobs(self, files: int) -> int:
         """Documents a batch of ``files`` ingests at once (:func:`first_phase_jobs`): two while
         OCR may read pixels or thumbnails render on worker processes, else one."""
-        return first_phase_jobs(self.settings.ocr, files,
-                                renders_apart=self.indexer.renders.size_for(None, want_image=False) > 0)
+        renders = self.indexer.renders
+        page = self.models.page  # a CPU page model renders on the thread: its encoder bounds it
+        apart = not renders.broken and renders.size_for(page, want_image=page is not None) > 0
+        return first_phase_jobs(self.settings.ocr, files, renders_apart=apart)
 
     def defer_dense(self, *, serving: bool) -> bool:
         """Whether an ingest defers its dense vectors (``RAGSPINE_DENSE_PHASE``): ``auto`` defers

@@ -60,6 +60,8 @@ def test_the_engine_ingests_two_files_at_once_only_when_renders_run_apart(
         eng = Engine(Settings(data_dir=tmp_path / str(workers), ocr="off", render_workers=workers))
         try:
             assert eng.ingest_jobs(5) == jobs
+            eng.indexer.renders.broken = True  # a pool that could not start renders on the thread
+            assert eng.ingest_jobs(5) == 1
         finally:
             eng.close()
 
@@ -162,3 +164,37 @@ def test_a_script_without_a_main_guard_still_gets_its_thumbnails(tmp_path: Path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "RESULT indexed 10 10" in r.stdout
     assert "render processes failed" in r.stderr
+
+
+def test_a_recreated_library_gets_the_new_pdfs_thumbnails_not_the_old_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The workers keep their last documents open by name; library/doc_id/version repeats when a
+    # library is deleted and recreated, so each renderer names its document uniquely.
+    monkeypatch.setattr(render, "usable_cpus", lambda: 2)
+    old = pdfs.make_pdf(TEN)
+    new = pdfs.make_pdf([f"Another report entirely, page {i}: cash flow and capital expenditure." for i in range(12)])
+    fresh, _res, _started = _ingest(tmp_path / "fresh", new, 0)
+    eng = Engine(Settings(data_dir=tmp_path / "reused", ocr="off", render_workers=0))
+    try:
+        eng.create_library("lib")
+        eng.ingest("lib", old, {"doc_id": "d"})
+        eng.delete_library("lib")
+        eng.create_library("lib")
+        res = eng.ingest("lib", new, {"doc_id": "d"})
+        assert res.version == 1 and eng.indexer.renders.started
+        got = {n: eng.thumbnail("lib", "d", n).read_bytes() for n in range(1, 13)}
+    finally:
+        eng.close()
+    assert got == fresh
+
+
+def test_no_room_for_the_spool_renders_on_the_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(render, "usable_cpus", lambda: 2)
+
+    def full(*_a: Any, **_k: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(render.tempfile, "mkstemp", full)
+    thumbs, res, _started = _ingest(tmp_path / "full", pdfs.make_pdf(TEN), 0)
+    reference, _res, _ = _ingest(tmp_path / "thread", pdfs.make_pdf(TEN), 1)
+    assert res.pages_indexed == 10 and thumbs == reference

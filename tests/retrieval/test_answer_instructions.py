@@ -53,11 +53,14 @@ def test_with_the_rule_off_the_instruction_finds_the_style_guide(engine: Engine)
     assert not any(n.startswith("answer_instructions") for n in res.notes)
 
 
-def test_the_query_chain_keeps_the_question_as_asked(engine: Engine) -> None:
-    # The caller's request is not changed: the gap log and rewrites see the question whole.
-    req = SearchRequest(query=QUESTION, libraries=[LIB], mode="bm25", top_k=5)
-    engine.search(req)
+def test_the_callers_request_keeps_the_question_as_asked(engine: Engine) -> None:
+    # The searcher searches a copy: the gap log and rewrites see the question whole, and a key's
+    # filter (the request's private scope) goes with the copy.
+    req = SearchRequest(query=QUESTION, libraries=[LIB], mode="bm25", top_k=5).scoped(
+        {LIB: [{"field": "doc_id", "op": "eq", "value": "guide"}]})
+    res = engine.searcher_for(engine.settings).search(req)
     assert req.query == QUESTION
+    assert res.hits == [] and res.notes[0].startswith("answer_instructions")  # the scope held: no report
 
 
 def test_the_corrective_grade_judges_the_question_that_was_searched(engine: Engine) -> None:

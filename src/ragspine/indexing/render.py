@@ -18,9 +18,11 @@ import multiprocessing
 import os
 import tempfile
 import threading
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any
 
 from ragspine.config.machine import usable_cpus
@@ -70,8 +72,8 @@ class RenderProcesses:
     """The worker processes of one indexer, started on first use and stopped by :meth:`close`.
 
     Spawned, not forked: the ingesting process may hold CUDA state and threads that a fork would
-    copy badly. How many: :func:`render_workers` (the first document that uses them decides the
-    pool's size). Spawned workers re-import the caller's ``__main__`` (a script without ``if
+    copy badly. How many: :func:`render_workers` (a use that needs more than the pool has gets a
+    larger pool). Spawned workers re-import the caller's ``__main__`` (a script without ``if
     __name__ == "__main__"`` cannot use them): a pool that breaks is given up for good, and
     rendering goes back to the helper thread.
     """
@@ -79,6 +81,7 @@ class RenderProcesses:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
+        self._size = 0
         self._lock = threading.Lock()
         self.broken = False
 
@@ -92,8 +95,14 @@ class RenderProcesses:
         if n < 1 or self.broken:
             return None
         with self._lock:
+            if self._pool is not None and n > self._size:
+                # A use that needs more (a GPU encoder after text-only documents started the pool):
+                # a larger pool; the old one finishes what it holds.
+                self._pool.shutdown(wait=False)
+                self._pool = None
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
+                self._size = n
             return self._pool
 
     @property
@@ -129,7 +138,10 @@ class PageRenderer:
         self.thread = thread
         self.procs = procs
         self.want_image = want_image
-        self.key = key
+        # The workers keep their last documents open by this name: a name of its own per renderer,
+        # or a library deleted, recreated and given another PDF under the same doc_id and version
+        # would be rendered from the old one.
+        self.key = f"{key}#{uuid.uuid4().hex}"
         self.thumb = (thumb_dpi, thumb_max_px)
         self.image_dpi = image_dpi
         # Thumbnails alone go to the processes only for a document long enough to pay for them.
@@ -139,12 +151,22 @@ class PageRenderer:
         self._spool: str | None = None
         self._src: str | None = None
         self._fallback = False  # the pool broke: the rest renders on the caller's thread
-        if self.pool is not None:
-            if isinstance(parsed.source, (bytes, bytearray)):
+        if self.pool is not None and isinstance(parsed.source, (bytes, bytearray)):
+            try:
                 fd, self._spool = tempfile.mkstemp(prefix="ragspine-render-", suffix=".pdf")
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(parsed.source)
+            except OSError as exc:  # no room, or no writable temp dir: render on the thread
+                logger.warning("could not spool a PDF for the render processes (%s); rendering on one thread", exc)
+                self._drop_spool()
+                self.pool = None
+        if self.pool is not None:
             self._src = self._spool or str(parsed.source)
+
+    def _drop_spool(self) -> None:
+        if self._spool is not None:
+            Path(self._spool).unlink(missing_ok=True)
+            self._spool = None
 
     def batch_size(self, default: int) -> int:
         """Pages per batch: ``default``, or :data:`THUMBNAIL_BATCH` for thumbnails alone on the
@@ -205,9 +227,7 @@ class PageRenderer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._spool is not None:
-            os.unlink(self._spool)
-            self._spool = None
+        self._drop_spool()
 
 
 def _done() -> Future[Any]:

@@ -26,45 +26,79 @@ from __future__ import annotations
 
 import re
 
-#: Sentence ends: Latin ones before white space ("e.g." and "U.S." inside a sentence are not
-#: ends), CJK ones anywhere (Chinese puts no space after them).
-_SENTENCE = re.compile(r"(?<=[.?!])\s+(?=\S)|(?<=[。？！])\s*(?=\S)")
-_VERB = (r"(?:write|writeh|give|put|provide|return|list|state|express|present|output|format|round|answer|"
-         r"respond|reply|enumerate|rank|sort|order)")
-_FORM = (r"(?:answer|format|formatted|list|integer|int|float|floqt|string|order|decimals?|digits?|yes|no|words?|"
-         r"number|nearest|percentage|percent|ascending|descending|alphabetical|english|sentence|phrase)")
-_INSTRUCTION_EN = re.compile(
-    r"^(?:please\s+)?(?:"
-    rf"{_VERB}\b.*\b{_FORM}\b"
-    r"|(?:your|the|my)\s+answer\b"
-    r"|answer\s+(?:in|with|as|only|directly|using|by)\b|answer\s*['\"‘“]"
-    r"|(?:directly|just|only)\s+(?:answer|give|write|return)\b"
-    r"|(?:e\.g\.|for\s+example|such\s+as)\s*[,:]?\s*[\[(\"'‘“]"
-    r"|(?:in|use|using|with)\s+(?:the\s+)?(?:following\s+)?format\b"
-    r")",
+#: Words ending in a full stop that do not end a sentence ("Apple Inc. returned", "U.S. sales").
+_ABBREVIATIONS = frozenset(
+    "inc corp co ltd plc llc no nos vs etc approx fig figs e.g i.e u.s u.k mr mrs ms dr st jan feb mar apr "
+    "jun jul aug sep sept oct nov dec".split()
+)
+_END = re.compile(r"(?<=[.?!])\s+(?=\S)|(?<=[。？！])\s*(?=\S)|(?<=[?!])(?=[\u4e00-\u9fff])")
+#: A sentence that begins as an instruction to the answerer ...
+_LEAD_EN = re.compile(
+    r"^(?:please\s+)?(?:(?:write|writeh|give|put|provide|return|list|express|format|round|respond|reply|enumerate)\b"
+    r"|(?:your|the|my)\s+answer\b|answer\b|(?:directly|just|only)\s+(?:answer|give|write|return)\b"
+    r"|e\.g\.|for\s+example\b)",
     re.IGNORECASE,
 )
-_INSTRUCTION_ZH = re.compile(r"^(?:请|答案|回答|以|用|直接).*(?:格式|形式|列表|整数|小数|作答|回答|保留|是或否|排序|顺序)")
-#: A trailing example of the answer's form: ", e.g., [...]", " for example ("...")".
-_EXAMPLE = re.compile(r"[,;，；]?\s*(?:e\.g\.|for\s+example|such\s+as|例如)\s*[,:，：]?\s*[\[(\"'“‘].*$", re.IGNORECASE)
-
-
+#: ... and says something about the answer's form (not merely an answer verb: "List the segments
+#: in order of revenue." and "Give the percentage of net sales from China." are questions).
+_FORM_EN = re.compile(
+    r"\bformat(?:ted)?\b"
+    r"|\b(?:in|as|into|with)\s+(?:an?\s+|the\s+)?(?:\w+\s+){0,2}(?:list|int|integer|float|floqt|string|json|words?|english|chinese)\b"
+    r"|\b(?:an?|the)\s+(?:\w+\s+)?(?:integer|int|float|number|list|string)\s*[.?!]?\s*$"
+    r"|\bround\w*\b.*\b(?:decimal|places?|nearest|integer|hundred|thousand)\b|\bnearest\b"
+    r"|\b(?:ascending|descending|descend|ascend|alphabetical|reverse)\b"
+    r"|\b(?:directly|only)\s+answer\b|['\"‘“]\s*(?:yes|no|true|false|left|right)\s*['\"’”]"
+    r"|^(?:e\.g\.|for\s+example)\s*[,:]?\s*[\[(]",
+    re.IGNORECASE,
+)
+#: A short Chinese instruction and nothing else: "请以整数形式作答。", "答案请保留两位小数。"
+_INSTRUCTION_ZH = re.compile(r"^(?:请|答案|回答|直接)[^，,；;并和及]{0,12}(?:格式|形式|整数|小数|列表|是或否)[^，,；;并和及]{0,6}[。.!！]?$")
 #: A unit is what the document's tables say too ("in millions", "(in thousands)", "百万元"): an
 #: instruction that names one stays searched.
 _UNIT = re.compile(r"\b(?:thousands?|millions?|billions?|usd|dollars?|euros?|rmb|yuan)\b|千元|万元|百万|亿元", re.IGNORECASE)
-#: The end of an example list ("... e.g., ["9%", "8%"]"): what follows it may be the question's own.
-_LIST_END = re.compile(r"[\])”\"']\s*")
+#: An example list of the answer's form that ends its sentence: ", e.g., ["9%", "8%"]", " for
+#: example (1, 2)". Found from its keyword (no leading white space in the pattern: a search over
+#: a long run of spaces would be quadratic); only a bracketed list that closes the sentence.
+_EXAMPLE = re.compile(r"(?:e\.g\.|for\s+example|such\s+as)\s*[,:，：]?\s*(?:\[[^\]]*\]|\([^)]*\))\s*[.?!。？！]?\s*$",
+                      re.IGNORECASE)
+#: The end of an example list inside an instruction sentence: what follows may be the question's.
+_LIST_END = re.compile(r"[\])]\s*")
+
+
+def _sentences(query: str) -> list[str]:
+    """``query`` cut at its sentence ends, not after an abbreviation ("Inc.", "U.S.", "No.")."""
+    out: list[str] = []
+    start = 0
+    for m in _END.finditer(query):
+        before = query[start:m.start()].split()
+        last = before[-1].lower().rstrip(".") if before else ""
+        if query[m.start() - 1] == "." and last in _ABBREVIATIONS:
+            continue
+        out.append(query[start:m.start()])
+        start = m.end()
+    out.append(query[start:])
+    return out
 
 
 def _instruction(sentence: str) -> bool:
     s = sentence.strip()
-    return bool(_INSTRUCTION_EN.match(s) or _INSTRUCTION_ZH.match(s)) and not _UNIT.search(s)
+    if _UNIT.search(s):
+        return False
+    return bool((_LEAD_EN.match(s) and _FORM_EN.search(s)) or _INSTRUCTION_ZH.match(s))
+
+
+def _cut_example(sentence: str) -> tuple[str, str]:
+    """``(kept, example)``: a sentence without the example list that ends it."""
+    m = _EXAMPLE.search(sentence)
+    if m is None or m.start() == 0:
+        return sentence, ""
+    return sentence[: m.start()].rstrip(" ,;，；"), sentence[m.start():].strip()
 
 
 def _after_example(sentence: str) -> str:
     """What an instruction sentence says after its example list, when that is more than a word
     ("Please write the answer in list format, e.g., ["9%"] in the 2013 tracking survey?")."""
-    m = _EXAMPLE.search(sentence)
+    m = re.search(r"(?:e\.g\.|for\s+example)", sentence, re.IGNORECASE)
     if m is None:
         return ""
     ends = list(_LIST_END.finditer(sentence, m.start()))
@@ -76,7 +110,7 @@ def split_instructions(query: str) -> tuple[str, list[str]]:
     """``(searched, left_out)``: ``query`` without its instructions about the answer's form (see
     the module doc), and those instructions. ``searched`` is ``query`` exactly as asked when
     nothing is left out, or when nothing else would be left."""
-    parts = _SENTENCE.split(query.strip())
+    parts = _sentences(query.strip())
     dropped: list[str] = []
     kept = [parts[0]]
     for p in parts[1:]:
@@ -89,10 +123,9 @@ def split_instructions(query: str) -> tuple[str, list[str]]:
             kept.append(rest)
     trimmed = []
     for p in kept:
-        m = _EXAMPLE.search(p)
-        if m is not None and m.start() > 0:
-            dropped.append(m.group(0).lstrip(",;，； "))
-            p = p[: m.start()]
+        p, example = _cut_example(p)
+        if example:
+            dropped.append(example)
         trimmed.append(p.strip())
     out = " ".join(p for p in trimmed if p)
     if not dropped or not out:

@@ -48,21 +48,27 @@ NAMED = 0.7
 YEAR = 0.3
 KIND = 0.5
 #: What questions call each kind of document (``DocumentProfile.doc_type``), in English and
-#: Chinese. Narrow on purpose: "paper" alone is also a product, so a paper needs "this"/"the".
+#: Chinese. Narrow on purpose, as each word is also ordinary financial wording: "the slides" and
+#: "this slide" but not "the slide in gross margin"; "in the paper" but not "the paper segment";
+#: "the manual" at a phrase's end but not "manual journal entries"; "10-K" but not "$10K".
 KIND_PHRASES: dict[str, re.Pattern[str]] = {
     kind: re.compile(pattern, re.IGNORECASE) for kind, pattern in {
-        "slides": r"\b(?:slides?|slide deck|deck|presentation)\b|幻灯片|演示文稿|PPT",
-        "research_paper": r"\b(?:this|the)\s+(?:paper|article|study)\b|论文",
-        "manual": r"\b(?:guidebook|manual|user guide|handbook)\b|手册|指南",
-        "10-K": r"\b(?:10-?K|annual report|annual filing)\b",
-        "10-Q": r"\b(?:10-?Q|quarterly report)\b",
-        "8-K": r"\b8-?K\b",
-        "annual_report": r"\bannual report\b|年报|年度报告",
-        "earnings_release": r"\bearnings (?:release|report|call)\b|业绩公告",
-        "statistical_bulletin": r"\b(?:statistical )?bulletin\b|统计公报",
+        "slides": r"\b(?:the|these|those)\s+slides\b|\bthis\s+slide\b|\bslide\s+\d+\b|\bslide\s+deck\b|幻灯片|演示文稿",
+        "research_paper": (r"\b(?:this|that)\s+(?:paper|article|study)\b"
+                           r"|\b(?:in|of|from|by)\s+the\s+paper\b(?!\s+(?:products?|segment|mills?|industry|business|"
+                           r"division|sales|packaging|prices?|costs?))|论文"),
+        "manual": (r"\b(?:guidebook|handbook|user\s+guide|user\s+manual|owner'?s\s+manual)\b"
+                   r"|\b(?:this|the)\s+manual\b(?!\s+[a-z])|手册|指南"),
+        "10-K": r"(?<![$\w.])10-?K\b|\bannual\s+(?:report|filing)\b",
+        "10-Q": r"(?<![$\w.])10-?Q\b|\bquarterly\s+report\b",
+        "8-K": r"(?<![$\w.])8-K\b",
+        "annual_report": r"\bannual\s+report\b|年报|年度报告",
+        "earnings_release": r"\bearnings\s+(?:release|report|call)\b|业绩公告",
+        "statistical_bulletin": r"\bstatistical\s+bulletin\b|\bthe\s+bulletin\b|统计公报",
         "brochure": r"\bbrochure\b|宣传册",
     }.items()
 }
+
 #: Words of a company's legal name that do not tell one company from another.
 LEGAL_FORMS = frozenset(
     "inc incorporated corp corporation co company companies ltd limited plc llc lp llp sa ag nv se spa bv "
