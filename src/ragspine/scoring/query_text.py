@@ -10,16 +10,22 @@ question. :func:`search_text` leaves them out (``RAGSPINE_DROP_ANSWER_INSTRUCTIO
 
 The rule is narrow on purpose, since a word left out cannot be searched for:
 
+- sentences end at ". ", "? ", "! " and at Chinese ends, not after an abbreviation ("Apple
+  Inc. returned", "U.S. sales", "No. 3");
 - the first sentence always stays (it holds the question, and may itself begin "List all the
-  countries ..."); only its trailing example list goes ("..., e.g., ["9%", "8%"]");
-- a later sentence goes when it is an instruction about the answer: it begins with an answer
-  verb (write, give, list, return, round, ...) and names a form (format, list, integer, order,
-  decimal, ...), or it begins "The answer ...", "Your answer ...", "Answer in/with/'yes' ...",
-  "Directly answer", "e.g." or "for example"; in Chinese, it begins with 请/答案/回答/以/用 and
-  names a form (格式, 形式, 列表, 整数, 小数, 作答, ...);
-- a hint about where to look stays: "Use the cash flow statement." names no form.
+  countries ..."); only an example list in brackets that closes it goes ("..., e.g., ["9%",
+  "8%"]"), not one inside it ("such as \"supply chain disruption\", did ...");
+- a later sentence goes when it begins as an instruction (an answer verb: write, give, list,
+  return, round, ...; "The answer", "Your answer", "Answer", "Directly answer", "e.g.") *and*
+  says something about the form ("in int format", "as a list", "an integer", "ascending order",
+  "three decimal places", "'yes' or 'no'"): "List the segments in order of revenue." and "Give
+  the percentage of net sales from China." stay. What such a sentence says after its example
+  list stays too. In Chinese, only a short sentence that is an instruction and nothing else
+  ("请以整数形式作答。"), not "请用列表形式列出，并说明持股比例。";
+- a hint about where to look ("Use the cash flow statement.", "Answer using the cash flow
+  statement.", "请根据现金流量表回答。") and a unit ("Answer in millions.") stay.
 
-Measured on MMLongBench (docs/measured.md, "Answer instructions left out of the search").
+Measured on MMLongBench (docs/measured.md, "Answer instructions and the kind a question names").
 """
 
 from __future__ import annotations
