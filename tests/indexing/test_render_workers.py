@@ -198,3 +198,20 @@ def test_no_room_for_the_spool_renders_on_the_thread(tmp_path: Path, monkeypatch
     thumbs, res, _started = _ingest(tmp_path / "full", pdfs.make_pdf(TEN), 0)
     reference, _res, _ = _ingest(tmp_path / "thread", pdfs.make_pdf(TEN), 1)
     assert res.pages_indexed == 10 and thumbs == reference
+
+
+def test_spools_of_dead_processes_are_swept_and_live_ones_kept(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead_pid = int(dead.stdout)  # exited: no process has this pid now (barring reuse within the test)
+    left = tmp_path / f"{render.SPOOL_PREFIX}{dead_pid}-abc.pdf"
+    mine = tmp_path / f"{render.SPOOL_PREFIX}{os.getpid()}-def.pdf"
+    other = tmp_path / "ragspine-render-notapid.pdf"
+    for f in (left, mine, other):
+        f.write_bytes(b"%PDF-1.7 spooled")
+    assert render.sweep_spools(str(tmp_path)) == 1
+    assert not left.exists() and mine.exists() and other.exists()

@@ -52,6 +52,39 @@ POOL_MIN_PAGES = 8
 THUMBNAIL_BATCH = 16
 
 
+#: A spooled PDF's name: the prefix, the pid of the process that wrote it, a random part.
+SPOOL_PREFIX = "ragspine-render-"
+
+
+def sweep_spools(folder: str | None = None) -> int:
+    """Remove the spooled PDFs that a process no longer running left behind (killed while it
+    wrote a document: the whole PDF, RESTRICTED pages and all, would stay in the temp dir). A
+    live process's spools are its own to remove. Returns how many were removed."""
+    removed = 0
+    for path in Path(folder or tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*.pdf"):
+        pid = path.name[len(SPOOL_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            continue
+    if removed:
+        logger.info("removed %d render spools of processes no longer running", removed)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive, and not ours to touch
+        return True
+    return True
+
+
 def render_workers(setting: int, *, page_model: bool, on_cuda: bool, cpus: int | None = None) -> int:
     """Worker processes that render (0: the helper thread). ``setting`` is
     ``RAGSPINE_RENDER_WORKERS``: 1 the helper thread, 2 or more that many processes, 0 (auto)
@@ -82,6 +115,7 @@ class RenderProcesses:
         self.workers = workers
         self._pool: ProcessPoolExecutor | None = None
         self._size = 0
+        self._swept = False
         self._lock = threading.Lock()
         self.broken = False
 
@@ -101,6 +135,9 @@ class RenderProcesses:
                 self._pool.shutdown(wait=False)
                 self._pool = None
             if self._pool is None:
+                if not self._swept:
+                    sweep_spools()
+                    self._swept = True
                 self._pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
                 self._size = n
             return self._pool
@@ -153,7 +190,7 @@ class PageRenderer:
         self._fallback = False  # the pool broke: the rest renders on the caller's thread
         if self.pool is not None and isinstance(parsed.source, (bytes, bytearray)):
             try:
-                fd, self._spool = tempfile.mkstemp(prefix="ragspine-render-", suffix=".pdf")
+                fd, self._spool = tempfile.mkstemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-", suffix=".pdf")
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(parsed.source)
             except OSError as exc:  # no room, or no writable temp dir: render on the thread
