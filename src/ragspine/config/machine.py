@@ -73,3 +73,15 @@ def usable_cpus(cgroup: Path = CGROUP, affinity: int | None = None) -> int:
     if quota is not None and period:
         n = min(n, quota / period)
     return max(1, int(-(-n // 1)))
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this machine (another user's counts as running:
+    not ours to touch)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ragspine.config import Settings
+from ragspine.config.machine import pid_alive
 from ragspine.errors import DocumentError, RagspineError
 
 logger = logging.getLogger(__name__)
@@ -256,23 +257,13 @@ def sweep_scratch(root: Path, prefix: str = _SCRATCH_PREFIX) -> list[Path]:
     for folder in root.glob(f"{prefix}*-*"):
         pid = folder.name[len(prefix):].split("-", 1)[0]
         # A link is never followed (anyone can plant one in /tmp): only real folders go.
-        if not pid.isdigit() or folder.is_symlink() or not folder.is_dir() or _alive(int(pid)):
+        if not pid.isdigit() or folder.is_symlink() or not folder.is_dir() or pid_alive(int(pid)):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         gone.append(folder)
     if gone:
         logger.info("removed %d scratch folders of processes that were killed", len(gone))
     return gone
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
-from ragspine.config.machine import usable_cpus
+from ragspine.config.machine import pid_alive, usable_cpus
 from ragspine.indexing.pdf import ParsedPDF, render_page_image, render_page_png, render_pages_worker
 
 logger = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def sweep_spools(folder: str | None = None) -> int:
     removed = 0
     for path in Path(folder or tempfile.gettempdir()).glob(f"{SPOOL_PREFIX}*.pdf"):
         pid = path.name[len(SPOOL_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or pid_alive(int(pid)):
             continue
         try:
             path.unlink()
@@ -74,15 +74,6 @@ def sweep_spools(folder: str | None = None) -> int:
         logger.info("removed %d render spools of processes no longer running", removed)
     return removed
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive, and not ours to touch
-        return True
-    return True
 
 
 def render_workers(setting: int, *, page_model: bool, on_cuda: bool, cpus: int | None = None) -> int:
