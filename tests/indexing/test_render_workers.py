@@ -215,3 +215,23 @@ def test_spools_of_dead_processes_are_swept_and_live_ones_kept(tmp_path: Path) -
         f.write_bytes(b"%PDF-1.7 spooled")
     assert render.sweep_spools(str(tmp_path)) == 1
     assert not left.exists() and mine.exists() and other.exists()
+
+
+def test_a_use_that_needs_more_workers_gets_a_larger_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Text-only documents may start the pool at 2; a page model on a GPU then needs min(8, 4 - 1).
+    from types import SimpleNamespace
+
+    from ragspine.indexing.render import RenderProcesses
+
+    monkeypatch.setattr(render, "usable_cpus", lambda: 4)
+    procs = RenderProcesses(0)
+    try:
+        small = procs.get(None, want_image=False)
+        assert small is not None and small._max_workers == THUMBNAIL_WORKERS  # noqa: SLF001
+        assert procs.get(None, want_image=False) is small  # the same need: the same pool
+        gpu = SimpleNamespace(device=SimpleNamespace(type="cuda"))
+        large = procs.get(gpu, want_image=True)
+        assert large is not small and large._max_workers == 3  # noqa: SLF001
+        assert procs.get(None, want_image=False) is large  # a smaller need keeps the larger pool
+    finally:
+        procs.close()
