@@ -127,6 +127,9 @@ class DocumentProfile(Reply):
     sources: dict[str, str] = Field(default_factory=dict)
     #: Other names of the issuer found in the document (file name, cover, running header).
     aliases: list[str] = Field(default_factory=list)
+    #: Physical page (as a string key) -> the numbers printed on it, for the pages whose printed
+    #: number is not their place in the file (the PDF's page labels, else the header or footer).
+    printed_pages: dict[str, list[int]] = Field(default_factory=dict)
 
 
 class Document(Reply):

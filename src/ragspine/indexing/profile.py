@@ -17,6 +17,10 @@ Where each field comes from, first found wins (``DocumentProfile.sources`` recor
   carry 10-K / 10-Q Items ("Item 7. Management's Discussion ...") as lines of their own;
 - ``page_text``: the language, from the script and common words of the kept text.
 
+Beside those fields, ``printed_pages``: the number printed on each kept page where it is not
+the page's place in the file (:mod:`ragspine.indexing.page_labels`), so that "the table on page
+8" finds the page that shows "8".
+
 RESTRICTED: only the pages the policy kept are read (``kept_pages``; the open PDF is read for
 those page numbers only), and an outline entry pointing at any other page is left out, so no
 word of a dropped or held-back page reaches the profile, the manifest, or a hit's metadata.
@@ -33,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragspine.indexing.page_labels import pdf_page_labels, printed_pages
 from ragspine.indexing.pdf import PageContent, ParsedPDF
 from ragspine.indexing.profile_pages import (
     COMPANY,
@@ -53,7 +58,7 @@ from ragspine.indexing.profile_pages import (
 
 #: Bumped whenever a rule here changes what a profile holds: part of the content key, so the
 #: next ingest of an unchanged PDF computes its profile again.
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2
 
 #: The kinds a document can be (``DocumentProfile.doc_type``); None where nothing says which.
 DOC_TYPES = (
@@ -79,6 +84,9 @@ class DocumentProfile:
     #: Other names of the issuer found in the document (the file name's, the cover's, a running
     #: header's), the issuer itself left out: "NETFLIX" beside "Netflix, Inc.".
     aliases: tuple[str, ...] = ()
+    #: physical page -> the numbers printed on it, for the kept pages whose printed number is not
+    #: their place in the file (a spread prints two).
+    printed_pages: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,6 +94,7 @@ class DocumentProfile:
             "doc_type": self.doc_type, "language": self.language,
             "outline": [e.to_json() for e in self.outline], "sources": dict(self.sources),
             "aliases": list(self.aliases),
+            "printed_pages": {str(k): list(v) for k, v in sorted(self.printed_pages.items())},
         }
 
     @classmethod
@@ -97,6 +106,7 @@ class DocumentProfile:
             outline=tuple(OutlineEntry(str(e["title"]), int(e["level"]), int(e["page"]), int(e["end_page"]))
                           for e in d.get("outline") or ()),
             sources=dict(d.get("sources") or {}), aliases=tuple(str(a) for a in d.get("aliases") or ()),
+            printed_pages=printed_of(d),
         )
 
     def derived_fields(self) -> dict[str, Any]:
@@ -108,6 +118,13 @@ class DocumentProfile:
             if v is not None and self.sources.get(k) != "user":
                 out[k] = v
         return out
+
+
+def printed_of(profile: Mapping[str, Any] | None) -> dict[int, tuple[int, ...]]:
+    """A profile's (JSON) ``printed_pages`` as ``physical page -> printed numbers``; empty for a
+    profile written before they were read."""
+    raw = (profile or {}).get("printed_pages") or {}
+    return {int(k): tuple(int(n) for n in v) for k, v in raw.items()}
 
 
 # -- the caller's metadata ----------------------------------------------------------------------
@@ -281,7 +298,9 @@ def document_profile(parsed: ParsedPDF, filename: str | None, meta: Mapping[str,
         outline, source = item_outline(kept, last), "headings"
     if outline:
         sources["outline"] = source
-    return DocumentProfile(**fields, outline=tuple(outline), sources=sources, aliases=tuple(aliases))
+    labels = pdf_page_labels(parsed.doc, [p.number for p in kept])
+    return DocumentProfile(**fields, outline=tuple(outline), sources=sources, aliases=tuple(aliases),
+                           printed_pages={k: tuple(v) for k, v in printed_pages(kept, labels).items()})
 
 
 def sections_at(outline: Sequence[OutlineEntry], page: int) -> list[str]:
