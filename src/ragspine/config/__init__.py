@@ -35,6 +35,7 @@ from ragspine.config.fusion import (
     DEFAULT_MISS_MARGIN,
     DEFAULT_MISS_STDS,
     DEFAULT_NEIGHBOUR_WEIGHT,
+    DEFAULT_PAGE_NUMBER_WEIGHT,
 )
 
 #: The dense model when RAGSPINE_DENSE_MODEL is unset and ``ragspine[multilingual]`` is

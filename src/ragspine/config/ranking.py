@@ -21,6 +21,7 @@ from ragspine.config.fusion import (
     DEFAULT_MISS_MARGIN,
     DEFAULT_MISS_STDS,
     DEFAULT_NEIGHBOUR_WEIGHT,
+    DEFAULT_PAGE_NUMBER_WEIGHT,
     DEFAULT_RRF_K,
     DEFAULT_RRF_K_DENSE,
     DEFAULT_VISUAL_WEIGHT,
@@ -89,6 +90,11 @@ class RankingSettings(BaseSettings):
     #: (retrieval/channels/documents.py); a question that names none is ranked as without it.
     #: 0 turns it off. Chosen by bench/long_reports.py (docs/measured.md).
     document_prior_weight: float = Field(default=DEFAULT_DOCUMENT_PRIOR_WEIGHT, ge=0, le=1, allow_inf_nan=False)
+    #: A page the question names by number ("page 14", "slide 31", "the last page", "第12页") -
+    #: by its place in the file or by the number printed on it - gains this much over its
+    #: normalised score (retrieval/channels/page_numbers.py, scoring/priors.named_pages); only pages
+    #: the channels found move. 0 turns it off.
+    page_number_weight: float = Field(default=DEFAULT_PAGE_NUMBER_WEIGHT, ge=0, le=10, allow_inf_nan=False)
     #: A page's score gains this share of its better-ranked neighbour's (the page before or
     #: after in the same document). 0 turns it off.
     neighbour_weight: float = Field(default=DEFAULT_NEIGHBOUR_WEIGHT, ge=0, le=1, allow_inf_nan=False)

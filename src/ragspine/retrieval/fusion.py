@@ -19,7 +19,7 @@ from ragspine.retrieval.channel import ChannelPages
 from ragspine.retrieval.plan import Plan
 from ragspine.retrieval.request import MIN_CANDIDATES, PageKey
 from ragspine.scoring.fusion import convex, rrf
-from ragspine.scoring.priors import borrow_neighbours, document_prior
+from ragspine.scoring.priors import borrow_neighbours, document_prior, named_pages
 
 
 @dataclass
@@ -112,20 +112,25 @@ def fuse(outputs: Sequence[ChannelPages], fusion: Fusion, cands: Mapping[PageKey
 
 @dataclass(frozen=True)
 class Priors:
-    """What pages borrow after fusion (``RAGSPINE_DOCUMENT_PRIOR_*``, ``RAGSPINE_NEIGHBOUR_WEIGHT``)."""
+    """What pages borrow after fusion (``RAGSPINE_DOCUMENT_PRIOR_WEIGHT``,
+    ``RAGSPINE_PAGE_NUMBER_WEIGHT``, ``RAGSPINE_NEIGHBOUR_WEIGHT``)."""
 
     document_weight: float
     neighbour_weight: float
+    page_weight: float = 0.0
 
     @classmethod
     def of(cls, s: Settings) -> Priors:
-        return cls(s.document_prior_weight, s.neighbour_weight)
+        return cls(s.document_prior_weight, s.neighbour_weight, s.page_number_weight)
 
-    def describe(self, named: bool) -> str:
-        """What pages borrowed in one library's search (``named``: the question named a document)."""
+    def describe(self, named: bool, pages: bool = False) -> str:
+        """What pages borrowed in one library's search (``named``: the question named a
+        document; ``pages``: it named pages by number)."""
         parts = []
         if self.document_weight > 0 and named:
             parts.append(f"document prior {self.document_weight:g}")
+        if self.page_weight > 0 and pages:
+            parts.append(f"page numbers {self.page_weight:g}")
         if self.neighbour_weight > 0:
             parts.append(f"neighbours {self.neighbour_weight:g}")
         return " + ".join(parts)
@@ -140,10 +145,13 @@ def _neighbours(key: PageKey) -> tuple[PageKey, PageKey]:
 
 
 def with_priors(ranking: list[tuple[PageKey, float]], named: Mapping[str, float], priors: Priors,
-                cands: Mapping[PageKey, Cand]) -> list[tuple[PageKey, float]]:
+                cands: Mapping[PageKey, Cand],
+                pages: Mapping[str, frozenset[int]] | None = None) -> list[tuple[PageKey, float]]:
     """The document prior (``named``: the document channel's ``doc_id -> score``; none named,
-    the ranking stays as it is), then the neighbours' share. Each page of a named document
-    records its document's score in its candidate's scores (``document``)."""
+    the ranking stays as it is), then the pages named by number (``pages``: ``doc_id -> pages``,
+    :class:`~ragspine.retrieval.channels.page_numbers.PageNumbers`), then the neighbours' share.
+    Each page of a named document records its document's score in its candidate's scores
+    (``document``)."""
     if not ranking:
         return ranking
     if priors.document_weight > 0 and named:
@@ -152,6 +160,9 @@ def with_priors(ranking: list[tuple[PageKey, float]], named: Mapping[str, float]
         for key, _ in ranking:
             cands[key].scores["document"] = docs.get(_doc_of(key), 0.0)
         ranking = document_prior(ranking, _doc_of, docs, priors.document_weight, depth=MIN_CANDIDATES)
+    if priors.page_weight > 0 and pages:
+        ranking = named_pages(ranking, lambda key: key[2] in pages.get(key[1], ()), priors.page_weight,
+                              depth=MIN_CANDIDATES)
     if priors.neighbour_weight > 0:
         ranking = borrow_neighbours(ranking, _neighbours, priors.neighbour_weight, depth=MIN_CANDIDATES)
     return ranking

@@ -30,6 +30,7 @@ from ragspine.models.modelset import ModelSet, describe
 from ragspine.retrieval.channel import ChannelPages, ChannelQuery
 from ragspine.retrieval.channels import page_channels
 from ragspine.retrieval.channels.documents import DocumentChannel
+from ragspine.retrieval.channels.page_numbers import PageNumbers
 from ragspine.retrieval.fusion import Cand, Priors, collect, fuse, fusion_for, with_priors
 from ragspine.retrieval.hits import HitAssembler, best_passage
 from ragspine.retrieval.lexical import LexicalIndex
@@ -51,6 +52,7 @@ from ragspine.retrieval.request import (
 from ragspine.retrieval.rerank import Reranking
 from ragspine.scoring.bm25 import query_vector
 from ragspine.scoring.fusion import rrf
+from ragspine.scoring.page_refs import page_refs
 from ragspine.scoring.query_text import split_instructions
 from ragspine.scoring.tokenizer import query_language
 from ragspine.store.base import Store
@@ -107,6 +109,7 @@ class Searcher:
         #: In-memory BM25 (RAGSPINE_LEXICAL_INDEX=memory); None: the store's sparse search.
         self.lexical = lexical
         self.documents = DocumentChannel(libraries)
+        self.page_numbers = PageNumbers(libraries)
         self.assembler = HitAssembler(settings, store, lexical)
         self.reranking = Reranking(settings, self.models)
         self.misses = MissCheck(store)
@@ -197,6 +200,7 @@ class Searcher:
         qv = query_vector(req.query, counts=s.bm25_query_counts, drop_question_words=s.bm25_drop_question_words)
         limit = min(max(MIN_CANDIDATES, CANDIDATE_FACTOR * req.top_k), 4 * s.max_top_k)
         depth = max(req.top_k, s.rerank_depth) if req.rerank else req.top_k
+        refs = page_refs(req.query) if priors.page_weight > 0 else frozenset()
         lexical_only = not plan.visual and not plan.dense and plan.mode != "vector"
         cands: dict[PageKey, Cand] = {}
         per_lib: list[list[PageKey]] = []
@@ -209,10 +213,11 @@ class Searcher:
             lib_preds = [*preds, *scope.get(lib, ())]
             active = self.libraries.active_versions(lib)
             named = self.documents.scores(lib, req.query, active) if priors.document_weight > 0 else {}
+            pages = self.page_numbers.pages(lib, refs, active)
             ranking: list[tuple[PageKey, float]] | None = None
             if self.lexical is not None and lexical_only:
                 # The whole candidate list only when a prior may lift pages from below the depth.
-                keep = limit if named or priors.neighbour_weight > 0 else depth
+                keep = limit if named or pages or priors.neighbour_weight > 0 else depth
                 ranking, fusion = self._lexical_ranking(lib, qv, lib_preds, limit, keep, cands)
             if ranking is None:
                 rec = self.libraries.get(lib)
@@ -234,10 +239,11 @@ class Searcher:
                 # that its question names one: only named documents among its own pages count.
                 seen = {key[1] for key, _ in ranking}
                 named = {d: v for d, v in named.items() if d in seen}
-            ranking = with_priors(ranking, named, priors, cands)
+            ranking = with_priors(ranking, named, priors, cands, pages)
             for key, score in ranking:
                 cands[key].scores["fused"] = score
-            fusions.append(" + ".join(x for x in (fusion.describe(), priors.describe(named=bool(named))) if x))
+            fusions.append(" + ".join(x for x in (fusion.describe(),
+                                                  priors.describe(named=bool(named), pages=bool(pages))) if x))
             per_lib.append([key for key, _ in ranking])
         timings["channels"] = round((time.perf_counter() - t) * 1000, 3)
         if plan.mode == "hybrid" and plan.visual and not visual_ran and not plan.dense:

@@ -8,6 +8,9 @@ Pure functions over a fused page ranking (``[(page, score)]`` best first):
 - :func:`document_prior` - ``(1 - w) * page + w * document``, ``document`` the document
   channel's score in [0, 1] (0 for a document it does not name): the pages of the document the
   question names come first;
+- :func:`named_pages` - a page the question names by number ("the chart on page 14") gains
+  ``w``: among the pages the channels found, the named ones come first unless an unnamed page
+  outscores them by more than ``w``;
 - :func:`borrow_neighbours` - a page gains ``w`` times the better of its two neighbours'
   scores (evidence continues on the next page, or sits under a heading on the page before).
 
@@ -58,6 +61,23 @@ def document_prior(
     norm = normalised(ranking, depth)
     return _resort(ranking, {k: (1 - weight) * norm[k] + weight * documents.get(doc_of(k), 0.0)
                              for k, _ in ranking})
+
+
+def named_pages(
+    ranking: Sequence[tuple[K, float]],
+    named: Callable[[K], bool],
+    weight: float,
+    *,
+    depth: int,
+) -> list[tuple[K, float]]:
+    """Each page's normalised score plus ``weight`` where ``named(page)``, re-sorted (ties: old
+    order). Only pages of the ranking move: a named page no channel found is not added."""
+    if weight < 0:
+        raise ValueError(f"the page-number weight must be >= 0, got {weight}")
+    if weight == 0 or not ranking:
+        return list(ranking)
+    norm = normalised(ranking, depth)
+    return _resort(ranking, {k: norm[k] + (weight if named(k) else 0.0) for k, _ in ranking})
 
 
 def borrow_neighbours(

@@ -32,12 +32,12 @@ either in the question or not.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ragspine.catalog import Libraries
+from ragspine.retrieval.channels.entries import EntryIndex
 from ragspine.scoring.query_terms import query_tokens
 from ragspine.scoring.tokenizer import tokenize
 
@@ -136,10 +136,9 @@ def named_score(question: set[str], doc: Naming, kinds: frozenset[str] = frozens
 
 
 
-@dataclass
-class _Index:
-    active: Mapping[str, int]  # the active-versions dict it was built for (compared by identity)
-    docs: dict[str, Naming]
+def _nameable(entry: Mapping[str, Any]) -> Naming | None:
+    n = naming(entry)
+    return n if n.names or n.kinds else None
 
 
 class DocumentChannel:
@@ -149,30 +148,16 @@ class DocumentChannel:
     name = "document"
 
     def __init__(self, libraries: Libraries) -> None:
-        self.libraries = libraries
-        self._indexes: dict[str, _Index] = {}
-        self._lock = threading.Lock()
-
-    def _index(self, library: str, active: Mapping[str, int]) -> _Index:
-        with self._lock:
-            ix = self._indexes.get(library)
-        if ix is not None and ix.active is active:
-            return ix
-        docs = {e["doc_id"]: naming(e) for e in self.libraries.doc_entries(library)
-                if e.get("doc_id") in active and e.get("active_version")}
-        ix = _Index(active, {d: n for d, n in docs.items() if n.names or n.kinds})
-        with self._lock:
-            self._indexes[library] = ix
-        return ix
+        self._docs = EntryIndex(libraries, _nameable)
 
     def scores(self, library: str, text: str, active: Mapping[str, int]) -> dict[str, float]:
         if not active:
             return {}
-        ix = self._index(library, active)
-        if not ix.docs:
+        docs = self._docs.get(library, active)
+        if not docs:
             return {}
         # Question words kept: "Who" is not a company, but dropping them costs nothing here.
         question = set(query_tokens(text, drop_question_words=True))
         kinds = kinds_named(text)
-        out = {d: named_score(question, n, kinds) for d, n in ix.docs.items()}
+        out = {d: named_score(question, n, kinds) for d, n in docs.items()}
         return {d: s for d, s in out.items() if s > 0}

@@ -1,0 +1,71 @@
+"""The pages a question names by number, as pages of a library's documents.
+
+"What does the chart on page 14 show?", "the table on page 8", "slide 31", "the last page": the
+question's numbers (:func:`ragspine.scoring.page_refs.page_refs`) name, in each document, the
+page at that place in the file and the pages that print that number (a report's page 8 is often
+its 12th page: :mod:`ragspine.indexing.page_labels`, read at ingest into the profile's
+``printed_pages``). A number counted from the end (-1 the last page) is resolved against the
+document's length. Only pages the document kept are named: a RESTRICTED page was never indexed.
+
+Page ranking uses the named pages as a prior (:func:`ragspine.scoring.priors.named_pages`) on
+the pages the other channels found: on a shelf, "page 14" names page 14 of every document, and
+the question's words decide which of them is the one. A question that names no page is ranked
+exactly as without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ragspine.catalog import Libraries
+from ragspine.retrieval.channels.entries import EntryIndex
+
+
+@dataclass(frozen=True)
+class Numbering:
+    """How one document's pages are numbered: the kept pages, the file's length, and the
+    pages each printed number is on."""
+
+    kept: frozenset[int]
+    total: int
+    printed: Mapping[int, tuple[int, ...]]  # printed number -> physical pages
+
+    def named(self, refs: frozenset[int]) -> frozenset[int]:
+        """The kept pages ``refs`` names, by place (from the end where negative) or by print."""
+        out = set()
+        for n in refs:
+            place = n if n > 0 else self.total + 1 + n
+            if place in self.kept:
+                out.add(place)
+            out.update(self.printed.get(n, ()))
+        return frozenset(out & self.kept)
+
+
+def numbering(entry: Mapping[str, Any]) -> Numbering:
+    """How a manifest entry's document numbers its pages."""
+    kept = frozenset(int(n) for n in entry.get("page_numbers") or ())
+    printed: dict[int, list[int]] = {}
+    # The profile's JSON (ragspine.indexing.profile): {"12": [8]}, physical page -> printed numbers.
+    for page, numbers in ((entry.get("profile") or {}).get("printed_pages") or {}).items():
+        for n in numbers:
+            printed.setdefault(int(n), []).append(int(page))
+    return Numbering(kept, int(entry.get("pages_total") or max(kept, default=0)),
+                     {n: tuple(sorted(p)) for n, p in printed.items()})
+
+
+class PageNumbers:
+    """``pages(library, refs, active)``: ``doc_id -> the kept pages refs names`` for the library's
+    documents that have any."""
+
+    name = "page_numbers"
+
+    def __init__(self, libraries: Libraries) -> None:
+        self._docs = EntryIndex(libraries, numbering)
+
+    def pages(self, library: str, refs: frozenset[int], active: Mapping[str, int]) -> dict[str, frozenset[int]]:
+        if not refs or not active:
+            return {}
+        out = {d: n.named(refs) for d, n in self._docs.get(library, active).items()}
+        return {d: p for d, p in out.items() if p}
