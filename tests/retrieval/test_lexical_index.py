@@ -611,6 +611,11 @@ def test_over_the_postings_bound_the_store_answers(data_dir: Path, caplog: pytes
         # ...and the answer says so: 4 words, counted in both BM25 fields (passages and pages).
         assert resp.notes == [f"lexical_index_skipped: library '{LIB}' has 8 BM25 tokens, over "
                               "RAGSPINE_LEXICAL_MAX_POSTINGS (3); its BM25 channels ran in the store (same ranking)"]
+        # A key with a filter on the library is not told its size: the count covers what it cannot see.
+        req = SearchRequest(query="xray", libraries=[LIB], mode="bm25", top_k=5)
+        scoped = engine.search(req.scoped({LIB: [{"field": "doc_id", "op": "eq", "value": "d1"}]}))
+        assert scoped.notes == [f"lexical_index_skipped: library '{LIB}' is over RAGSPINE_LEXICAL_MAX_POSTINGS "
+                                "(3); its BM25 channels ran in the store (same ranking)"]
         # Back under the bound (the document deleted, a smaller one in), it is indexed again and
         # the note goes.
         engine.delete_document(LIB, "d1")

@@ -172,8 +172,11 @@ class Searcher:
             for lib in req.libraries:
                 tokens = self.lexical.over_budget(lib)
                 if tokens is not None:  # the store answered its BM25 channels: same ranking, slower
+                    # A key with a filter on the library learns nothing of what it cannot see, its
+                    # size included (the count covers every document).
+                    size = "is" if lib in req.scope else f"has {tokens} BM25 tokens,"
                     plan.notes.append(
-                        f"lexical_index_skipped: library '{lib}' has {tokens} BM25 tokens, over "
+                        f"lexical_index_skipped: library '{lib}' {size} over "
                         f"RAGSPINE_LEXICAL_MAX_POSTINGS ({self.lexical.max_postings}); its BM25 channels "
                         "ran in the store (same ranking)")
         return SearchResponse(
