@@ -45,6 +45,19 @@ def test_the_instruction_is_not_searched_and_the_answer_says_so(engine: Engine) 
     res = _search(engine)
     assert [h.doc_id for h in res.hits] == ["report"]
     assert res.notes == ["answer_instructions: left out of the search: 'Please write the answer in int format.'"]
+    # ...and what was searched, which the web page marks in passages (not "write", "int", "format")
+    assert res.searched == "What was Northwind's revenue in 2023?"
+    assert res.to_json()["searched"] == res.searched
+
+
+def test_an_answer_says_what_was_searched_only_when_it_differs(engine: Engine) -> None:
+    res = _search(engine, drop_answer_instructions=False)
+    assert res.searched is None and "searched" not in res.to_json()
+    res = engine.search({"query": "What was Northwind's revenue in 2023?", "libraries": [LIB], "mode": "bm25"})
+    assert res.searched is None
+    # through the query chain (its variants are searched apart and fused) the first one's is kept
+    res = engine.search({"query": QUESTION, "libraries": [LIB], "mode": "bm25", "rewrite": True})
+    assert res.searched == "What was Northwind's revenue in 2023?"
 
 
 def test_with_the_rule_off_the_instruction_finds_the_style_guide(engine: Engine) -> None:

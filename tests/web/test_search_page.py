@@ -131,6 +131,18 @@ def test_english_search_shows_pages_with_cited_regions(web: Watched) -> None:
     web.shot("01-search-english")
 
 
+def test_a_questions_answer_instructions_are_not_marked(web: Watched) -> None:
+    # "warehouse" is only in the instruction's example list, and in the passages found: it is
+    # not searched, so it is not marked (the answer's `searched` says what was).
+    page = web.open()
+    answer = search(web, 'Which Acme Robotics business grew fastest in 2023? '
+                         'Please write the answer in list format, e.g., ["warehouse"].')
+    assert answer["searched"] == "Which Acme Robotics business grew fastest in 2023?"
+    assert any("warehouse" in h["text"].lower() for h in answer["hits"])
+    found = {m.lower() for m in marks(page)}
+    assert {"acme", "robotics"} <= found and "warehouse" not in found, found
+
+
 def test_chinese_search_marks_cjk_terms(web: Watched) -> None:
     page = web.open()
     answer = search(web, "阿克米能源 营业收入")

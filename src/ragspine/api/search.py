@@ -160,6 +160,10 @@ class SearchResponse(Reply):
     #: bm25_page 4)``, ``convex(bm25 0.2, ...)``) and what pages borrowed (``document prior 0.3``),
     #: then how libraries were fused.
     fusion: str = ""
+    #: The question as every channel searched it, where that is not ``query``: its instructions
+    #: about the answer's form left out ("Please write the answer in int format."; the ``notes``
+    #: quote them). What the web page marks in passages.
+    searched: str | None = None
     #: With ``expand``: the start entity and the entities searched, per library.
     expansion: dict[str, Any] | None = None
     #: With ``rewrite``: the queries searched, the original first, each with its substitutions.

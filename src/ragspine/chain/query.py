@@ -237,4 +237,4 @@ def _fuse(responses: list[SearchResponse], k: int) -> SearchResponse:
             timings[name] = round(timings.get(name, 0.0) + ms, 3)
     return SearchResponse(hits=out, mode=first.mode, degraded=bool(degraded), degraded_reasons=degraded,
                           filters_relaxed=any(r.filters_relaxed for r in responses), timings_ms=timings,
-                          expansion=first.expansion, notes=notes)
+                          expansion=first.expansion, notes=notes, searched=first.searched)

@@ -109,10 +109,13 @@ class SearchResponse:
     postprocess: list[str] | None = None
     #: The fusion that ranked the hits (per library, then across libraries).
     fusion: str = ""
+    #: The question as the channels searched it, where that is not the request's query (its
+    #: instructions about the answer's form left out: ragspine.scoring.query_text).
+    searched: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = self._base_json()
-        for name in ("expansion", "queries", "corrective", "postprocess"):
+        for name in ("expansion", "queries", "corrective", "postprocess", "searched"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value

@@ -188,6 +188,7 @@ class Searcher:
             timings_ms=timings,
             notes=plan.notes,
             fusion="; ".join(dict.fromkeys(trace.fusions)),
+            searched=searched if instructions else None,
         )
 
     def rerank(self, query: str, hits: list[SearchHit]) -> tuple[list[SearchHit], list[str], list[str], float]:

@@ -59,7 +59,9 @@ export async function runSearch() {
 function renderResults(res, req) {
   $("welcome").hidden = true;
   const hits = Array.isArray(res.hits) ? res.hits : [];
-  const terms = queryTerms(req.query);
+  // What the channels searched: the question without its instructions about the answer's form.
+  state.lastSearched = res.searched || req.query;
+  const terms = queryTerms(state.lastSearched);
   if (res.degraded) {
     const reasons = (res.degraded_reasons || []).map((r) => {
       const s = String(r), i = s.indexOf(":");

@@ -8,6 +8,7 @@ export const state = {
   docs: new Map(),          // "lib\0doc" -> document entry (+ .library)
   filters: new Map(),       // field -> Map(valueKey -> raw value)
   lastRequest: null,        // the body of the last search sent
+  lastSearched: null,       // the question as the last answer says it was searched (its terms are marked)
   pageModel: false,         // /readyz reports a page model: the explain toggle exists
   searchSeq: 0,
 };

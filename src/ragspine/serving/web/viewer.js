@@ -59,7 +59,7 @@ function showPage(n) {
   $("viewer-sub").textContent = `${hit.library_id} / ${hit.doc_id} · page ${n}${total ? ` of ${total}` : ""}${cited ? " · cited page" : ""}`;
   const url = thumbURL(hit.library_id, hit.doc_id, n);
   const explain = state.pageModel && $("explain-toggle").checked && state.lastRequest
-    ? explainOverlay(`${url.slice(0, -"thumbnail".length)}${EXPLAIN_SUFFIX}?query=${enc(state.lastRequest.query)}`) : null;
+    ? explainOverlay(`${url.slice(0, -"thumbnail".length)}${EXPLAIN_SUFFIX}?query=${enc(state.lastSearched || state.lastRequest.query)}`) : null;
   $("viewer-page").replaceChildren(pageFrame({
     url, page: n, size: pageSize(doc, n), bbox: cited ? hit.bbox : null, cls: "large", extraOverlay: explain,
   }));
