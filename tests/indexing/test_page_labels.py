@@ -35,7 +35,7 @@ def parsed_pages(data: bytes) -> list[PageContent]:
     ("Graduate Studies & Professional Learning  17", [17]),
     ("Annual Report | 12", [12]), ("Annual Report 2023", [2023]),
     ("The operating results of the year are discussed on this page in some detail and more", []),
-    ("Issue 26 (2024-02-28)", []), ("", []), ("0", []),
+    ("Edition 26 (2024-02-28)", []), ("", []), ("0", []),
 ])
 def test_line_numbers(line: str, numbers: list[int]) -> None:
     assert line_numbers(line) == numbers
