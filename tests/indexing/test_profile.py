@@ -222,7 +222,8 @@ def test_text_document_title_is_not_indexed_twice(engine: Engine) -> None:
     assert ctx == {"d1": None, "d2": "Wing flutter"}
     assert _entry(engine, "d1")["profile"] == {
         "title": "Wing flutter", "issuer": None, "period": None, "fiscal_year": None, "doc_type": None,
-        "language": None, "outline": [], "sources": {"title": "user"}, "aliases": [], "printed_pages": {}}
+        "language": None, "outline": [], "sources": {"title": "user"}, "aliases": [], "printed_pages": {},
+        "captions": {}}
 
 
 # -- the pure profile -------------------------------------------------------------------------------

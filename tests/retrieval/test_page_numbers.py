@@ -135,3 +135,28 @@ def test_page_numbers_channel_reads_the_manifest(shelf: Engine) -> None:
 def test_the_setting_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="page_number_weight"):
         Settings(data_dir=tmp_path, page_number_weight=-0.5)
+
+
+def test_a_figure_named_by_number_lifts_the_page_of_its_caption(tmp_path: Path) -> None:
+    # Both papers mention Figure 3 in their prose on page 1; each page 2 says the question's words
+    # most often; only the captions say where Figure 3 is: page 4 of one, page 3 of the other.
+    def paper(caption_page: int) -> bytes:
+        pages = [Page(["Introduction. Figure 3 summarises the accuracy results; Figure 1 the data."]),
+                 Page([LOUD])]
+        for n in (3, 4):
+            pages.append(Page(["Figure 3: Accuracy by model" if n == caption_page else "Figure 2: Data sizes",
+                               "Bars for each model and year."]))
+        return pdfs.make_pdf(pages)
+
+    eng = Engine(Settings(data_dir=tmp_path, dense_model="none", ocr="off"))
+    try:
+        eng.create_library(LIB)
+        eng.ingest(LIB, paper(4), {"doc_id": "p1"})
+        eng.ingest(LIB, paper(3), {"doc_id": "p2"})
+        question = "What does the revenue chart in Figure 3 show?"
+        assert {d["doc_id"]: d["profile"]["captions"].get("figure:3") for d in eng.documents(LIB)} == {
+            "p1": [4], "p2": [3]}
+        assert pages_of(search(eng, question, 0.0))[:2] == [("p1", 2), ("p2", 2)]
+        assert set(pages_of(search(eng, question, 2.0))[:2]) == {("p1", 4), ("p2", 3)}
+    finally:
+        eng.close()

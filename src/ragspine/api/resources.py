@@ -130,6 +130,8 @@ class DocumentProfile(Reply):
     #: Physical page (as a string key) -> the numbers printed on it, for the pages whose printed
     #: number is not their place in the file (the PDF's page labels, else the header or footer).
     printed_pages: dict[str, list[int]] = Field(default_factory=dict)
+    #: ``figure:3`` / ``table:1-1`` -> the pages whose caption lines begin with that label.
+    captions: dict[str, list[int]] = Field(default_factory=dict)
 
 
 class Document(Reply):

@@ -70,7 +70,8 @@ DEFAULT_DENSE_WEIGHT = 0.75
 #: The document prior: ``(1 - w) * page + w * document`` after fusion (retrieval/fusion.py), for
 #: the documents a question names (retrieval/channels/documents.py).
 DEFAULT_DOCUMENT_PRIOR_WEIGHT = 0.3
-#: What a page the question names by number ("the chart on page 14", "slide 31") adds to its
+#: What a page the question names by number ("the chart on page 14", "slide 31"), or by a
+#: figure's or table's number on it ("Figure 3"), adds to its
 #: normalised score (retrieval/channels/page_numbers.py): 1 puts the named pages the channels
 #: found above the others unless an unnamed page scores a whole normalised unit more. On
 #: MMLongBench's 33 answerable questions that name a page, nDCG@10 rose with the weight up to 1 and

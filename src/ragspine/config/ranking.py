@@ -92,8 +92,9 @@ class RankingSettings(BaseSettings):
     document_prior_weight: float = Field(default=DEFAULT_DOCUMENT_PRIOR_WEIGHT, ge=0, le=1, allow_inf_nan=False)
     #: A page the question names by number ("page 14", "slide 31", "the last page", "第12页") -
     #: by its place in the file or by the number printed on it - gains this much over its
-    #: normalised score (retrieval/channels/page_numbers.py, scoring/priors.named_pages); only pages
-    #: the channels found move. 0 turns it off.
+    #: normalised score (retrieval/channels/page_numbers.py, scoring/priors.named_pages), and so
+    #: does the page whose caption begins with a figure or table the question names ("Figure 3",
+    #: "Table 1-1"); only pages the channels found move. 0 turns it off.
     page_number_weight: float = Field(default=DEFAULT_PAGE_NUMBER_WEIGHT, ge=0, le=10, allow_inf_nan=False)
     #: A page's score gains this share of its better-ranked neighbour's (the page before or
     #: after in the same document). 0 turns it off.

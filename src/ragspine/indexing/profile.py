@@ -19,7 +19,8 @@ Where each field comes from, first found wins (``DocumentProfile.sources`` recor
 
 Beside those fields, ``printed_pages``: the number printed on each kept page where it is not
 the page's place in the file (:mod:`ragspine.indexing.page_labels`), so that "the table on page
-8" finds the page that shows "8".
+8" finds the page that shows "8"; and ``captions``: the pages of each numbered figure and table
+(:mod:`ragspine.indexing.captions`), so that "Figure 3" finds the page whose caption it is.
 
 RESTRICTED: only the pages the policy kept are read (``kept_pages``; the open PDF is read for
 those page numbers only), and an outline entry pointing at any other page is left out, so no
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragspine.indexing.captions import caption_pages
 from ragspine.indexing.page_labels import pdf_page_labels, printed_pages
 from ragspine.indexing.pdf import PageContent, ParsedPDF
 from ragspine.indexing.profile_pages import (
@@ -87,6 +89,8 @@ class DocumentProfile:
     #: physical page -> the numbers printed on it, for the kept pages whose printed number is not
     #: their place in the file (a spread prints two).
     printed_pages: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    #: ``figure:3`` / ``table:1-1`` -> the kept pages whose caption lines begin with it.
+    captions: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,6 +99,7 @@ class DocumentProfile:
             "outline": [e.to_json() for e in self.outline], "sources": dict(self.sources),
             "aliases": list(self.aliases),
             "printed_pages": {str(k): list(v) for k, v in sorted(self.printed_pages.items())},
+            "captions": {k: list(v) for k, v in self.captions.items()},
         }
 
     @classmethod
@@ -107,6 +112,7 @@ class DocumentProfile:
                           for e in d.get("outline") or ()),
             sources=dict(d.get("sources") or {}), aliases=tuple(str(a) for a in d.get("aliases") or ()),
             printed_pages=printed_of(d),
+            captions={str(k): tuple(int(n) for n in v) for k, v in (d.get("captions") or {}).items()},
         )
 
     def derived_fields(self) -> dict[str, Any]:
@@ -300,7 +306,8 @@ def document_profile(parsed: ParsedPDF, filename: str | None, meta: Mapping[str,
         sources["outline"] = source
     labels = pdf_page_labels(parsed.doc, [p.number for p in kept])
     return DocumentProfile(**fields, outline=tuple(outline), sources=sources, aliases=tuple(aliases),
-                           printed_pages={k: tuple(v) for k, v in printed_pages(kept, labels).items()})
+                           printed_pages={k: tuple(v) for k, v in printed_pages(kept, labels).items()},
+                           captions={k: tuple(v) for k, v in caption_pages(kept).items()})
 
 
 def sections_at(outline: Sequence[OutlineEntry], page: int) -> list[str]:

@@ -52,7 +52,7 @@ from ragspine.retrieval.request import (
 from ragspine.retrieval.rerank import Reranking
 from ragspine.scoring.bm25 import query_vector
 from ragspine.scoring.fusion import rrf
-from ragspine.scoring.page_refs import page_refs
+from ragspine.scoring.page_refs import figure_refs, page_refs
 from ragspine.scoring.query_text import split_instructions
 from ragspine.scoring.tokenizer import query_language
 from ragspine.store.base import Store
@@ -205,6 +205,7 @@ class Searcher:
         limit = min(max(MIN_CANDIDATES, CANDIDATE_FACTOR * req.top_k), 4 * s.max_top_k)
         depth = max(req.top_k, s.rerank_depth) if req.rerank else req.top_k
         refs = page_refs(req.query) if priors.page_weight > 0 else frozenset()
+        figures = figure_refs(req.query) if priors.page_weight > 0 else frozenset()
         lexical_only = not plan.visual and not plan.dense and plan.mode != "vector"
         cands: dict[PageKey, Cand] = {}
         per_lib: list[list[PageKey]] = []
@@ -217,7 +218,7 @@ class Searcher:
             lib_preds = [*preds, *scope.get(lib, ())]
             active = self.libraries.active_versions(lib)
             named = self.documents.scores(lib, req.query, active) if priors.document_weight > 0 else {}
-            pages = self.page_numbers.pages(lib, refs, active)
+            pages = self.page_numbers.pages(lib, refs, active, figures)
             ranking: list[tuple[PageKey, float]] | None = None
             if self.lexical is not None and lexical_only:
                 # The whole candidate list only when a prior may lift pages from below the depth.

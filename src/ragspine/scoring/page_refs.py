@@ -9,6 +9,10 @@ place in the file or by the number printed on them (:mod:`ragspine.indexing.page
 
 A page counted from the end ("the last page", "the second last page") is a negative number:
 -1 is the last page, -2 the one before it; the document's length resolves it.
+
+:func:`figure_refs` reads the figures and tables a question names by number ("Figure 3",
+"Table 1-1", "Fig. 2", "图3", "表2") as the keys the captions of a document's pages are indexed
+under (:mod:`ragspine.indexing.captions`): ``figure:3``, ``table:1-1``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,40 @@ _COVER = re.compile(r"\b(?:cover|front|title)\s+(?:page|slide)\b", re.IGNORECASE
 #: "第12页", "第 3-5 页", "第十二页", "第3张幻灯片".
 _CHINESE = re.compile(r"第\s*([0-9一二两三四五六七八九十]{1,4})\s*(?:[-–—至到]\s*([0-9一二两三四五六七八九十]{1,4})\s*)?"
                       r"(?:页|頁|张幻灯片|張幻燈片)")
+
+
+#: "Figure 3", "Fig. 4.2", "Table 1-1", "Exhibit 99.1", "Figure A" (a capital letter: "tables"
+#: is not table "s"), "图3", "表 2".
+_FIGURE = re.compile(
+    r"\b(?P<label>(?i:figure|fig\.?|table|tab\.|exhibit|chart))\s*"
+    r"(?P<num>\d{1,3}(?:[-.–]\d{1,3})?(?![\d.]*\d)|[A-Z](?![\w]))"
+    r"|(?P<cjk_label>图|圖|表)\s*(?P<cjk_num>\d{1,3}(?:[-.–]\d{1,3})?)"
+)
+#: "the first figure", "the 2nd table": the figure numbered so ("the first figure of the paper").
+_FIGURE_ORDINAL = re.compile(
+    r"\b(?:(\d{1,2})(?:st|nd|rd|th)|(" + "|".join(_ORDINALS) + r"))\s+(figure|table)\b", re.IGNORECASE)
+_TABLE_LABELS = ("table", "tab.", "表")
+
+
+def caption_key(label: str, number: str) -> str:
+    """``figure:3`` or ``table:1-1``: what a caption and a question share."""
+    kind = "table" if label.lower() in _TABLE_LABELS else "figure"
+    return f"{kind}:{number.lower().replace('–', '-').replace('.', '-')}"
+
+
+def figure_refs(text: str) -> frozenset[str]:
+    """The figures and tables ``text`` names by number, as caption keys (``figure:3``)."""
+    out = []
+    for m in _FIGURE.finditer(text):
+        if m.group("label"):
+            out.append(caption_key(m.group("label"), m.group("num").rstrip(".")))
+        else:
+            out.append(caption_key(m.group("cjk_label"), m.group("cjk_num")))
+    for m in _FIGURE_ORDINAL.finditer(text):
+        n = int(m.group(1)) if m.group(1) else _ORDINALS[m.group(2).lower()]
+        out.append(caption_key(m.group(3), str(n)))
+    refs = list(dict.fromkeys(out))
+    return frozenset(refs) if len(refs) <= MAX_REFS else frozenset()
 
 
 def _number(token: str) -> int | None:
