@@ -32,6 +32,7 @@ def test_caption_lines(line: str, key: str | None) -> None:
     ("Which step in Figure 1 maps to the content of Figure 10?", {"figure:1", "figure:10"}),
     ("What are the compared items in Table1-1?", {"table:1-1"}),
     ("How many people are in figure A?", {"figure:a"}),
+    ("How many times is Exhibit P-10 mentioned?", {"figure:p-10"}),
     ("图3显示的营业收入是多少？", {"figure:3"}), ("表2", {"table:2"}),
     ("How many green rectangles are in the first figure of the paper?", {"figure:1"}),
     ("What does the 2nd table list?", {"table:2"}),
@@ -48,7 +49,8 @@ def test_figure_refs(question: str, keys: set[str]) -> None:
 def test_a_question_and_its_caption_meet_on_one_key() -> None:
     for caption, question in (("Figure 4.2 Revenue by segment", "What does Figure 4.2 show?"),
                               ("Table 1-1 Compared items", "the items in Table 1–1"),
-                              ("Fig. 7: Flow", "In Fig. 7, what comes first?")):
+                              ("Fig. 7: Flow", "In Fig. 7, what comes first?"),
+                              ("Exhibit P-10. Complaint", "Where is Exhibit P-10?")):
         assert figure_refs(question) == frozenset({caption_of(caption)})
 
 

@@ -60,11 +60,11 @@ _CHINESE = re.compile(r"第\s*([0-9一二两三四五六七八九十]{1,4})\s*(?
                       r"(?:页|頁|张幻灯片|張幻燈片)")
 
 
-#: "Figure 3", "Fig. 4.2", "Table 1-1", "Exhibit 99.1", "Figure A" (a capital letter: "tables"
-#: is not table "s"), "图3", "表 2".
+#: "Figure 3", "Fig. 4.2", "Table 1-1", "Exhibit 99.1", "Figure A", "Exhibit P-10" (a capital
+#: letter: "tables" is not table "s"), "图3", "表 2".
 _FIGURE = re.compile(
     r"\b(?P<label>(?i:figure|fig\.?|table|tab\.|exhibit|chart))\s*"
-    r"(?P<num>\d{1,3}(?:[-.–]\d{1,3})?(?![\d.]*\d)|[A-Z](?![\w]))"
+    r"(?P<num>\d{1,3}(?:[-.–]\d{1,3})?(?![\d.]*\d)|[A-Z](?:[-.–]?\d{1,2})?(?![\w]))"
     r"|(?P<cjk_label>图|圖|表)\s*(?P<cjk_num>\d{1,3}(?:[-.–]\d{1,3})?)"
 )
 #: "the first figure", "the 2nd table": the figure numbered so ("the first figure of the paper").
