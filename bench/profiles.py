@@ -1,8 +1,8 @@
 """Document profiles of a folder of PDFs (ragspine.indexing.profile), and what they cost.
 
 For each PDF: the profile derived from the file alone (title, issuer, period, fiscal year, kind,
-language, outline size, how many pages print a number other than their place, and where each
-came from), the time to parse it (``open_pdf``) and the time to derive its profile; at the end the
+language, outline size, how many pages print a number other than their place, how many
+numbered figures and tables have a caption, and where each came from), the time to parse it (``open_pdf``) and the time to derive its profile; at the end the
 totals and the profile's cost as a share of parsing, and that of reading the printed page numbers
 (``page_labels``, part of the profile) on its own.
 Every page counts as kept (no policy runs here).
@@ -36,7 +36,7 @@ def main() -> int:
         print(f"no PDFs under {folder} (the evaluation data is not on this machine): nothing to measure")
         return 0
     parse_s = profile_s = labels_s = 0.0
-    printed_docs = printed_n = 0
+    printed_docs = printed_n = captions_n = 0
     for path in pdfs:
         t0 = time.perf_counter()
         parsed = open_pdf(path)
@@ -53,6 +53,7 @@ def main() -> int:
         labels_s += t3 - t2
         printed_docs += bool(prof.printed_pages)
         printed_n += len(prof.printed_pages)
+        captions_n += len(prof.captions)
         if args.json:
             print(json.dumps({"file": path.name, "parse_ms": round(1000 * (t1 - t0), 1),
                               "profile_ms": round(1000 * (t2 - t1), 2), **prof.to_json()}, ensure_ascii=False))
@@ -60,12 +61,12 @@ def main() -> int:
         src = ",".join(f"{k}={v}" for k, v in prof.sources.items())
         print(f"{path.name[:44]:44} | {str(prof.title)[:60]:60} | {str(prof.issuer)[:28]:28} | {prof.period or '-':10} "
               f"| {prof.fiscal_year or '-':5} | {prof.doc_type or '-':15} | {prof.language or '-':3} "
-              f"| outline {len(prof.outline):3} | printed {len(prof.printed_pages):3} | {1000 * (t2 - t1):6.1f} ms | {src}")
+              f"| outline {len(prof.outline):3} | printed {len(prof.printed_pages):3} | captions {len(prof.captions):3} | {1000 * (t2 - t1):6.1f} ms | {src}")
     n = len(pdfs)
     print(f"\n{n} documents: parse {1000 * parse_s / n:.1f} ms/doc, profile {1000 * profile_s / n:.2f} ms/doc, "
           f"profile/parse = {profile_s / parse_s:.3f}; printed page numbers {1000 * labels_s / n:.2f} ms/doc, "
           f"printed/parse = {labels_s / parse_s:.4f} ({printed_n} pages of {printed_docs} documents print a number "
-          "other than their place)", file=sys.stderr if args.json else sys.stdout)
+          f"other than their place); {captions_n} figure and table captions", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

@@ -75,7 +75,7 @@ DEFAULT_DOCUMENT_PRIOR_WEIGHT = 0.3
 #: normalised score (retrieval/channels/page_numbers.py): 1 puts the named pages the channels
 #: found above the others unless an unnamed page scores a whole normalised unit more. On
 #: MMLongBench's 33 answerable questions that name a page, nDCG@10 rose with the weight up to 1 and
-#: barely beyond (docs/measured.md, "Pages named by number").
+#: barely beyond (docs/measured.md, "Pages named by number, and figures by theirs").
 DEFAULT_PAGE_NUMBER_WEIGHT = 1.0
 #: A page's share of its better-ranked neighbour's score.
 DEFAULT_NEIGHBOUR_WEIGHT = 0.0
