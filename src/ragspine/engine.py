@@ -28,7 +28,7 @@ from ragspine.catalog import (
     point_id,
 )
 from ragspine.catalog.claims import OcrClaims
-from ragspine.catalog.formats import Upgraded, upgrade
+from ragspine.catalog.upgrade import Upgraded, upgrade
 from ragspine.catalog.layout import plan_layout
 from ragspine.catalog.leases import WriterLeases, replica_id
 from ragspine.catalog.scope import Scope, document_visible, visible_documents
@@ -261,7 +261,7 @@ class Engine:
 
     def upgrade_library(self, library: str) -> Upgraded:
         """Bring a library written in an older format to the current one
-        (:mod:`ragspine.catalog.formats`); not through :meth:`library`, which refuses it."""
+        (:mod:`ragspine.catalog.upgrade`); not through :meth:`library`, which refuses it."""
         return upgrade(self.libraries, library)
 
     # -- backup -------------------------------------------------------------------------------

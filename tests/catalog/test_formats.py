@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from fixtures.library_formats import build
 
-from ragspine.catalog.formats import LIBRARY_FORMAT, STEPS, LibraryFormatError, Step, upgrade
+from ragspine.catalog.formats import LIBRARY_FORMAT, LibraryFormatError
+from ragspine.catalog.upgrade import STEPS, Step, upgrade
 from ragspine.catalog.libraries import LIBRARY_POINT
 from ragspine.config import Settings
 from ragspine.engine import Engine

@@ -24,7 +24,8 @@ from ragspine.catalog import (
     fields_from_record,
     identity,
 )
-from ragspine.catalog.formats import LIBRARY_FORMAT, check_format, upgrade
+from ragspine.catalog.formats import LIBRARY_FORMAT, check_format
+from ragspine.catalog.upgrade import upgrade
 from ragspine.catalog.layout import Layout
 from ragspine.errors import ConflictError, InvalidRequestError, ModelMismatchError
 from ragspine.graph import Contribution
