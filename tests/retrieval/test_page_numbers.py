@@ -15,6 +15,7 @@ import pytest
 
 import pdfs
 from pdfs import Page
+from ragspine.api.search import Hit
 from ragspine.config import Settings
 from ragspine.engine import Engine
 from ragspine.retrieval.channels.page_numbers import Numbering, PageNumbers, numbering
@@ -103,7 +104,7 @@ def test_numbering_resolves_place_print_and_the_end() -> None:
     entry = {"page_numbers": [1, 2, 3, 5, 6], "pages_total": 6,
              "profile": {"printed_pages": {"5": [3], "6": [4]}}}
     n = numbering(entry)
-    assert n == Numbering(frozenset({1, 2, 3, 5, 6}), 6, {3: (5,), 4: (6,)})
+    assert n == Numbering(frozenset({1, 2, 3, 5, 6}), 6, {3: (5,), 4: (6,)}, {}, {5: (3,), 6: (4,)})
     assert n.named(frozenset({3})) == {3, 5}  # place 3, and the page printing 3
     assert n.named(frozenset({4})) == {6}  # place 4 was not kept (RESTRICTED); page 6 prints 4
     assert n.named(frozenset({-1, -2})) == {6, 5}
@@ -160,3 +161,14 @@ def test_a_figure_named_by_number_lifts_the_page_of_its_caption(tmp_path: Path) 
         assert set(pages_of(search(eng, question, 2.0))[:2]) == {("p1", 4), ("p2", 3)}
     finally:
         eng.close()
+
+
+def test_a_hit_shows_the_number_printed_on_its_page(shelf: Engine) -> None:
+    res = search(shelf, "What does the revenue chart on page four show?", 2.0, top_k=10)
+    printed = {(h.doc_id, h.page): h.printed_pages for h in res.hits}
+    assert printed[("alpha", 6)] == [4] and printed[("alpha", 4)] == [2]
+    assert printed[("beta", 4)] == []  # printed as its place: nothing to add
+    assert res.hits[0].to_json().get("printed_pages", []) == res.hits[0].printed_pages
+    # in the answer's model too
+    alpha6 = next(h for h in res.hits if (h.doc_id, h.page) == ("alpha", 6))
+    assert Hit.model_validate(alpha6.to_json()).printed_pages == [4]

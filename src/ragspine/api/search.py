@@ -142,6 +142,9 @@ class Hit(Reply):
     via: list[dict[str, Any]] | None = None
     #: With ``rewrite``: indexes into the response's ``queries`` of the variants that found it.
     found_by: list[int] | None = None
+    #: The numbers printed on the page where they are not its place (``page``): a report's
+    #: 12th page printing "8" (the PDF's page labels, else its header or footer).
+    printed_pages: list[int] = Field(default_factory=list)
 
 
 class SearchResponse(Reply):

@@ -57,6 +57,8 @@ class SearchHit:
     text_source: str = "pdf"
     #: With ``rewrite``: indexes into the response's ``queries`` of the variants that found it.
     found_by: list[int] | None = None
+    #: The numbers printed on the page, where they are not its place (``page``).
+    printed_pages: list[int] = field(default_factory=list)
 
     def restricted(self) -> bool:
         return point_restricted({CLASSIFICATION: self.classification, **self.metadata})
@@ -70,6 +72,8 @@ class SearchHit:
             out["via"] = self.via
         if self.found_by is not None:
             out["found_by"] = self.found_by
+        if self.printed_pages:
+            out["printed_pages"] = self.printed_pages
         return out
 
     def _base_json(self) -> dict[str, Any]:

@@ -264,6 +264,9 @@ class Searcher:
         if not order and plan.mode == "vector":
             return self._vector_fallback(req, preds, plan, queries, timings, trace)
         head = self.assembler.hits(req, order[:depth], cands, timings)
+        for h in head:
+            h.printed_pages = self.page_numbers.printed(h.library_id, self.libraries.active_versions(h.library_id),
+                                                        h.doc_id, h.page)
         if req.rerank:
             head = self.reranking.apply(req, head, plan, timings)
         return head[: req.top_k]

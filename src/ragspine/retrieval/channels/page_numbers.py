@@ -35,6 +35,7 @@ class Numbering:
     total: int
     printed: Mapping[int, tuple[int, ...]]  # printed number -> physical pages
     captions: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # figure:3 -> pages
+    by_page: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # physical page -> printed numbers
 
     def named(self, refs: frozenset[int], figures: frozenset[str] = frozenset()) -> frozenset[int]:
         """The kept pages ``refs`` names, by place (from the end where negative) or by print,
@@ -54,14 +55,16 @@ def numbering(entry: Mapping[str, Any]) -> Numbering:
     """How a manifest entry's document numbers its pages."""
     kept = frozenset(int(n) for n in entry.get("page_numbers") or ())
     printed: dict[int, list[int]] = {}
+    by_page: dict[int, tuple[int, ...]] = {}
     # The profile's JSON (ragspine.indexing.profile): {"12": [8]}, physical page -> printed numbers.
     for page, numbers in ((entry.get("profile") or {}).get("printed_pages") or {}).items():
+        by_page[int(page)] = tuple(int(n) for n in numbers)
         for n in numbers:
             printed.setdefault(int(n), []).append(int(page))
     captions = {str(k): tuple(int(p) for p in v)
                 for k, v in ((entry.get("profile") or {}).get("captions") or {}).items()}
     return Numbering(kept, int(entry.get("pages_total") or max(kept, default=0)),
-                     {n: tuple(sorted(p)) for n, p in printed.items()}, captions)
+                     {n: tuple(sorted(p)) for n, p in printed.items()}, captions, by_page)
 
 
 class PageNumbers:
@@ -79,3 +82,9 @@ class PageNumbers:
             return {}
         out = {d: n.named(refs, figures) for d, n in self._docs.get(library, active).items()}
         return {d: p for d, p in out.items() if p}
+
+    def printed(self, library: str, active: Mapping[str, int], doc_id: str, page: int) -> list[int]:
+        """The numbers printed on a page, where they are not its place (a hit's citation shows
+        them: the question's "page 8" is the hit's page 12)."""
+        n = self._docs.get(library, active).get(doc_id)
+        return list(n.by_page.get(page, ())) if n is not None else []

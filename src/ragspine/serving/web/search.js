@@ -134,7 +134,8 @@ function hitCard(h, i, terms) {
     el("div", { class: "hit-body" },
       el("h3", { class: "hit-title" }, el("a", { href: "#", onclick: (e) => { e.preventDefault(); open(); } }, h.title || h.doc_id)),
       el("p", { class: "hit-meta" },
-        el("span", { class: "page-no", text: `page ${h.page}${doc && doc.pages_total ? ` of ${doc.pages_total}` : ""}` }),
+        el("span", { class: "page-no", text: `page ${h.page}${doc && doc.pages_total ? ` of ${doc.pages_total}` : ""}`
+          + (Array.isArray(h.printed_pages) && h.printed_pages.length ? ` · printed ${h.printed_pages.join("–")}` : "") }),
         el("span", { class: "doc-id", text: `${h.library_id} / ${h.doc_id}` }), badges),
       passageNode(String(h.text || ""), terms, "passage"),
       scoreList(h.scores)));
