@@ -40,7 +40,7 @@ from ragspine.errors import (
     NotFoundError,
     ServiceUnavailableError,
 )
-from ragspine.graph import GraphService
+from ragspine.graph import GraphService, expanded_search
 from ragspine.indexing import DocumentMetadata, Indexer, IngestResult, Thumbnails
 from ragspine.indexing.dense_backfill import DenseAdded, add_dense
 from ragspine.indexing.dense_phase import DenseQueue, follow
@@ -416,7 +416,7 @@ class Engine:
 
         def base(req: SearchRequest) -> SearchResponse:
             if req.expand is not None:
-                return graph.search(req, searcher)
+                return expanded_search(graph, req, searcher)
             return searcher.search(req)
 
         gaps = self.gaps if record_gaps and settings.gap_log else None

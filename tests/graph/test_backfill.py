@@ -45,7 +45,7 @@ def _forget_graph(eng: Engine) -> None:
 def _full_build_under_the_lease(eng: Engine) -> dict[str, Any]:
     """The reference: every source derived again under the lease, as builds used to run."""
     with eng.graph.graphs.locked(DEMO_LIBRARY):
-        eng.graph._sync_documents(DEMO_LIBRARY, force_text=True)
+        eng.graph.derive.sync_documents(DEMO_LIBRARY, force_text=True)
     return eng.graph.graphs.snapshot(DEMO_LIBRARY)
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ragspine.graph._extract import AliasMatcher, ExtractedRelation, RelationExtractor
     from ragspine.graph._declared import MAX_RELATIONS_BYTES
+    from ragspine.graph._expand import expanded_search
     from ragspine.graph._model import (
         DEFAULT_MAX_HOPS,
         ENTITY_TYPES,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "GraphService": "ragspine.graph._service",
+    "expanded_search": "ragspine.graph._expand",
     "GraphStore": "ragspine.graph.store",
     "open_graph_store": "ragspine.graph.store",
     "RelationExtractor": "ragspine.graph._extract",
@@ -71,6 +73,7 @@ __all__ = [
     "Node",
     "RELATIONS",
     "RelationExtractor",
+    "expanded_search",
     "norm",
     "open_graph_store",
 ]

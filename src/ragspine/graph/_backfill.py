@@ -16,40 +16,35 @@ import logging
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ragspine.graph._derive import Derivation
 from ragspine.graph._model import DECLARED, Contribution
-
-if TYPE_CHECKING:
-    from ragspine.graph._service import GraphService
 
 logger = logging.getLogger(__name__)
 
 
-def backfill(service: GraphService, library: str) -> dict[str, int]:
-    """Derive every source of ``library``'s graph outside its lock, then write them under it;
-    the graph's statistics after."""
+def backfill(derive: Derivation, library: str) -> dict[str, int]:
+    """Derive every source of ``library``'s graph (in ``derive``'s graph store) outside its
+    lock, on a scratch graph, then write them under it; the graph's statistics after."""
     from ragspine.graph._networkx import NetworkXGraphStore
-    from ragspine.graph._service import GraphService
 
     t0 = time.perf_counter()
-    graphs = service.graphs
+    graphs = derive.graphs
     declared = graphs.contribution(library, DECLARED) if graphs.exists(library) else None
     # The documents as the scratch will find them (at the latest): any other version is caught up.
-    seen = {d: v for d, (v, _, _) in service._active_docs(library).items()}
+    seen = {d: v for d, (v, _, _) in derive.active_docs(library).items()}
     with tempfile.TemporaryDirectory(prefix="ragspine-graph-") as tmp:
-        scratch = GraphService(service.settings, service.store, service.libraries,
-                               graph_store=NetworkXGraphStore(Path(tmp)), extractor=service.extractor)
+        scratch = Derivation(NetworkXGraphStore(Path(tmp)), derive.store, derive.libraries, derive.extractor)
         try:
             with scratch.graphs.locked(library):  # a lock of the scratch folder only
                 if declared is not None:
                     scratch.graphs.replace_sources(library, {DECLARED: declared})
-                scratch._sync_documents(library, force_text=True)
+                scratch.sync_documents(library, force_text=True)
             sources: dict[str, Contribution | None] = {
                 k: scratch.graphs.contribution(library, k) for k in scratch.graphs.source_keys(library)}
-            dictionary = scratch._dictionary(library)
+            dictionary = scratch.dictionary(library)
         finally:
-            scratch.close()
+            scratch.graphs.close()
     built = time.perf_counter() - t0
     with graphs.locked(library):
         # The declared relations stay as they are now (an upload may have landed meanwhile).
@@ -60,11 +55,11 @@ def backfill(service: GraphService, library: str) -> dict[str, int]:
         same = graphs.contribution(library, DECLARED) == declared
         # Caught up as a commit is: only what moved since the scratch read the manifest (all
         # the text again only when the declared relations changed the dictionary meanwhile).
-        service._sync_documents(library, force_text=False, before=dictionary if same else None)
-        now = service._active_docs(library)
+        derive.sync_documents(library, force_text=False, before=dictionary if same else None)
+        now = derive.active_docs(library)
         moved = {d for d, (v, _, _) in now.items() if seen.get(d) != v}
         if moved:  # committed meanwhile (their commits found no graph yet to write to)
-            service._rederive_text(library, service._dictionary(library), now, {}, only=moved)
+            derive.rederive_text(library, derive.dictionary(library), now, {}, only=moved)
     stats = graphs.stats(library)
     logger.info("graph of library %s built in %.2fs outside its lock, written in %.2fs: %d nodes, %d edges",
                 library, built, time.perf_counter() - t0 - built, stats["nodes"], stats["edges"])

@@ -23,7 +23,11 @@ import sys
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+#: Which edges a lookup follows from a node: both ways, outgoing, or incoming.
+Direction = Literal["both", "out", "in"]
+DIRECTIONS: tuple[str, ...] = ("both", "out", "in")
 
 #: Every edge type. ``mentions`` goes from a document to an entity; the others join entities.
 RELATIONS: tuple[str, ...] = ("subsidiary_of", "peer_of", "derived_from", "mentions", "co_occurs_with")

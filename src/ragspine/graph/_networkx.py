@@ -45,7 +45,7 @@ from ragspine.graph._model import (
     merge_specs,
     norm,
 )
-from ragspine.graph.store import Direction
+from ragspine.graph._model import Direction
 
 logger = logging.getLogger(__name__)
 

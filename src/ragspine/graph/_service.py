@@ -15,25 +15,21 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from ragspine.catalog import Libraries
 from ragspine.catalog.scope import Scope, visible_documents
 from ragspine.config import Settings
 from ragspine.errors import InvalidRequestError
 from ragspine.graph._backfill import backfill
+from ragspine.graph._derive import Derivation, stored
 from ragspine.graph._declared import (
     declared_contribution,
     declared_index,
     parse_relations,
 )
-from ragspine.graph._extract import (
-    AliasMatcher,
-    RelationExtractor,
-    metadata_contribution,
-    text_contribution,
-)
+from ragspine.graph._extract import RelationExtractor, metadata_contribution
 from ragspine.graph._model import (
     DECLARED,
     DEFAULT_MAX_HOPS,
@@ -42,7 +38,6 @@ from ragspine.graph._model import (
     META_PREFIX,
     TEXT_MATCHED_TYPES,
     TEXT_PREFIX,
-    Contribution,
     Node,
     check_depth,
     norm,
@@ -52,15 +47,7 @@ from ragspine.graph._stored import StoredGraphStore
 from ragspine.graph._view import GraphViews
 from ragspine.graph.errors import AmbiguousEntityError, UnknownEntityError
 from ragspine.graph.store import DIRECTIONS, GraphStore, open_graph_store
-from ragspine.policy import is_restricted, point_restricted
-from ragspine.store.base import KIND_CHUNK, Store, Where
-
-if TYPE_CHECKING:
-    from ragspine.retrieval.search import (
-        Searcher,
-        SearchRequest,
-        SearchResponse,
-    )
+from ragspine.store.base import Store
 
 logger = logging.getLogger(__name__)
 
@@ -95,12 +82,20 @@ class GraphService:
         self.graphs = graph_store
         #: Graphs of some sources only, for API keys that read a library through a filter.
         self.views = GraphViews(graph_store)
-        #: Optional model-based relation extractor; off (None) by default.
-        self.extractor = extractor
-        self._matchers: dict[str, tuple[dict[str, str], AliasMatcher]] = {}
+        #: The documents' derived sources in this service's graph store.
+        self.derive = Derivation(graph_store, store, libraries, extractor)
         self._guard = threading.Lock()
         #: One backfill per library at a time in this process (see _ensure_built).
         self._building: dict[str, threading.Lock] = {}
+
+    @property
+    def extractor(self) -> RelationExtractor | None:
+        """Optional model-based relation extractor; off (None) by default."""
+        return self.derive.extractor
+
+    @extractor.setter
+    def extractor(self, extractor: RelationExtractor | None) -> None:
+        self.derive.extractor = extractor
 
     def close(self) -> None:
         self.graphs.close()
@@ -118,133 +113,33 @@ class GraphService:
             return
         with self.graphs.locked(library):
             if fresh:  # the library's first document: its graph is this document's
-                self._sync_documents(library, force_text=True, own={doc_id: passages})
+                self.derive.sync_documents(library, force_text=True, own={doc_id: passages})
                 return
-            before = self._dictionary(library)
+            before = self.derive.dictionary(library)
             declared = declared_index(self.graphs.contribution(library, DECLARED))
             self.graphs.replace_sources(
-                library, {META_PREFIX + doc_id: _stored(metadata_contribution(doc_id, version, title, meta, declared))}
+                library, {META_PREFIX + doc_id: stored(metadata_contribution(doc_id, version, title, meta, declared))}
             )
-            after = self._dictionary(library)
+            after = self.derive.dictionary(library)
             if after != before:
-                self._rederive_text(library, after, self._active_docs(library), {doc_id: passages})
+                self.derive.rederive_text(library, after, self.derive.active_docs(library), {doc_id: passages})
             else:
-                text = self._text(library, doc_id, version, title, passages, after)
-                self.graphs.replace_sources(library, {TEXT_PREFIX + doc_id: _stored(text)})
+                text = self.derive.text(library, doc_id, version, title, passages, after)
+                self.graphs.replace_sources(library, {TEXT_PREFIX + doc_id: stored(text)})
 
     def document_deleted(self, library: str, doc_id: str) -> None:
         if not self.graphs.exists(library):
             return  # no graph yet: the first use builds it from what is left
         with self.graphs.locked(library):
-            before = self._dictionary(library)
+            before = self.derive.dictionary(library)
             self.graphs.replace_sources(library, {META_PREFIX + doc_id: None, TEXT_PREFIX + doc_id: None})
-            after = self._dictionary(library)
+            after = self.derive.dictionary(library)
             if after != before:
-                self._rederive_text(library, after, self._active_docs(library), {})
+                self.derive.rederive_text(library, after, self.derive.active_docs(library), {})
 
     def library_deleted(self, library: str) -> None:
         self.graphs.drop(library)
-        with self._guard:
-            self._matchers.pop(library, None)
-
-    # -- building -----------------------------------------------------------------------------
-
-    def _dictionary(self, library: str) -> dict[str, str]:
-        """``norm(name or alias) → node id`` over the text-matched nodes; an alias naming two
-        entities is left out (it cannot say which one a passage means)."""
-        owners: dict[str, set[str]] = {}
-        for node in self.graphs.nodes(library, types=TEXT_MATCHED_TYPES):
-            for a in (node.name, *node.aliases):
-                k = norm(a)
-                if k:
-                    owners.setdefault(k, set()).add(node.id)
-        ambiguous = sorted(k for k, ids in owners.items() if len(ids) > 1)
-        if ambiguous:
-            logger.info("library %s: %d aliases name several entities and are not matched in text",
-                        library, len(ambiguous))
-        return {k: next(iter(ids)) for k, ids in owners.items() if len(ids) == 1}
-
-    def _matcher(self, library: str, dictionary: dict[str, str]) -> AliasMatcher:
-        with self._guard:
-            cached = self._matchers.get(library)
-            if cached is not None and cached[0] == dictionary:
-                return cached[1]
-        matcher = AliasMatcher(dictionary)
-        with self._guard:
-            self._matchers[library] = (dictionary, matcher)
-        return matcher
-
-    def _text(
-        self, library: str, doc_id: str, version: int, title: str | None, passages: Sequence[Mapping[str, Any]],
-        dictionary: dict[str, str],
-    ) -> Contribution:
-        nodes = {n.id: n for n in self.graphs.nodes(library)} if self.extractor is not None else None
-        return text_contribution(doc_id, version, passages, self._matcher(library, dictionary), title=title,
-                                 nodes=nodes, extractor=self.extractor)
-
-    def _active_docs(self, library: str) -> dict[str, tuple[int, str | None, dict[str, Any]]]:
-        """``doc_id → (active version, title, metadata)`` from the manifest."""
-        return {
-            e["doc_id"]: (int(e["active_version"]), e.get("title"), e.get("meta") or {})
-            for e in self.libraries.doc_entries(library)
-            if e.get("active_version") and not is_restricted((e.get("meta") or {}).get("sensitivity"))
-        }
-
-    def _stored_passages(self, library: str, doc_id: str, version: int) -> list[dict[str, Any]]:
-        """A document's passages as the store holds them (RESTRICTED ones never are; checked
-        again here, as on every way out of the store)."""
-        recs = self.store.scroll(library, Where(kind=KIND_CHUNK, live=True, doc_id=doc_id, version=version))
-        return [
-            {"chunk_id": p["chunk_id"], "page": p["page"], "text": p.get("text", ""), "bbox": p.get("bbox", [])}
-            for p in (r.payload for r in recs) if not point_restricted(p)
-        ]
-
-    def _rederive_text(
-        self, library: str, dictionary: dict[str, str], docs: Mapping[str, tuple[int, str | None, Any]],
-        own: Mapping[str, Sequence[Mapping[str, Any]]], only: set[str] | None = None,
-    ) -> None:
-        """Match the text of ``docs`` (all, or ``only`` these) again; drop text sources of
-        documents that are gone. ``own`` holds passages already at hand."""
-        changes: dict[str, Contribution | None] = {
-            k: None for k in self.graphs.source_keys(library)
-            if k.startswith(TEXT_PREFIX) and k[len(TEXT_PREFIX):] not in docs
-        }
-        for doc_id, (version, title, _) in sorted(docs.items()):
-            if only is not None and doc_id not in only:
-                continue
-            passages = own[doc_id] if doc_id in own else self._stored_passages(library, doc_id, version)
-            changes[TEXT_PREFIX + doc_id] = _stored(self._text(library, doc_id, version, title, passages, dictionary))
-        self.graphs.replace_sources(library, changes)
-
-    def _sync_documents(
-        self, library: str, *, force_text: bool, before: dict[str, str] | None = None,
-        own: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-    ) -> None:
-        """Make every document's sources match the manifest (call inside ``locked``): metadata
-        sources always (they resolve against the declared aliases), text sources when the
-        dictionary changed or ``force_text`` is set, else only those of documents whose text
-        source is missing or of another version."""
-        if before is None:
-            before = self._dictionary(library)
-        docs = self._active_docs(library)
-        declared = declared_index(self.graphs.contribution(library, DECLARED))
-        keys = set(self.graphs.source_keys(library))
-        changes: dict[str, Contribution | None] = {
-            k: None for k in keys if k.startswith(META_PREFIX) and k[len(META_PREFIX):] not in docs
-        }
-        for doc_id, (version, title, meta) in docs.items():
-            changes[META_PREFIX + doc_id] = _stored(metadata_contribution(doc_id, version, title, meta, declared))
-        self.graphs.replace_sources(library, changes)
-        after = self._dictionary(library)
-        if force_text or after != before:
-            self._rederive_text(library, after, docs, own or {})
-        else:
-            stale = {d for d, (version, _, _) in docs.items() if self._text_version(library, d) not in (None, version)}
-            self._rederive_text(library, after, docs, own or {}, only=stale)
-
-    def _text_version(self, library: str, doc_id: str) -> int | None:
-        c = self.graphs.contribution(library, TEXT_PREFIX + doc_id)
-        return int(c.edges[0].citation.get("version", 0)) if c is not None and c.edges else None
+        self.derive.forget(library)
 
     def _ensure_built(self, library: str) -> None:
         """A library indexed before it had a graph gets one on first use (built outside its
@@ -261,7 +156,7 @@ class GraphService:
         """Derive every document's sources again from the manifest and the stored passages: the
         work outside the library's lock, the writes under it (:mod:`ragspine.graph._backfill`)."""
         self.libraries.open(library)
-        return backfill(self, library)
+        return backfill(self.derive, library)
 
     # -- declared relations -------------------------------------------------------------------
 
@@ -277,9 +172,9 @@ class GraphService:
         with self.graphs.locked(library):
             base = self.graphs.contribution(library, DECLARED) if mode == "merge" else None
             contrib = declared_contribution(rows, filename, base)
-            before = self._dictionary(library)
+            before = self.derive.dictionary(library)
             self.graphs.replace_sources(library, {DECLARED: contrib if (contrib.nodes or contrib.edges) else None})
-            self._sync_documents(library, force_text=False, before=before)
+            self.derive.sync_documents(library, force_text=False, before=before)
         stats = self.graphs.stats(library)
         return {
             "library": library, "file": filename, "mode": mode, "rows": len(rows),
@@ -297,7 +192,7 @@ class GraphService:
         give (:meth:`graphs_for`): the rewrites are shown to the caller."""
         if not self.graphs.exists(library):
             return []
-        dictionary = self._dictionary(library)
+        dictionary = self.derive.dictionary(library)
         graphs = self.graphs_for(library, scope) if scope else self.graphs
         groups: list[tuple[str, ...]] = []
         for node in graphs.nodes(library, types=TEXT_MATCHED_TYPES):
@@ -412,19 +307,6 @@ class GraphService:
         self.libraries.open(library)
         self._ensure_built(library)
         return self.graphs.snapshot(library)
-
-    # -- search expansion ---------------------------------------------------------------------
-
-    def search(self, req: "SearchRequest", searcher: "Searcher") -> "SearchResponse":
-        """Run ``req`` over the entities its ``expand`` reaches (:mod:`ragspine.graph._expand`)."""
-        from ragspine.graph._expand import expanded_search
-
-        return expanded_search(self, req, searcher)
-
-
-def _stored(c: Contribution) -> Contribution | None:
-    """What a source stores: nothing when it has nothing to say."""
-    return c if c.nodes or c.edges else None
 
 
 def _brief(node: Node | None) -> dict[str, Any]:

@@ -11,12 +11,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from ragspine.graph._model import Contribution, Edge, Neighbor, Node, NodeSpec
-
-Direction = Literal["both", "out", "in"]
-DIRECTIONS: tuple[str, ...] = ("both", "out", "in")
+from ragspine.graph._model import DIRECTIONS, Contribution, Direction, Edge, Neighbor, Node, NodeSpec
 
 
 @runtime_checkable
