@@ -253,7 +253,7 @@ def test_optimize_does_not_drop_the_vectors_of_a_write_made_while_it_runs(lib, m
     store, _pages, _fdes, _enc = lib
     col = store._cols("lib")[FULL]
     if not guarded:
-        monkeypatch.setattr(store, "_col_lock", lambda name: threading.Lock())  # a fresh lock: no exclusion
+        monkeypatch.setattr(store._columns, "lock", lambda name: threading.Lock())  # a fresh lock: no exclusion
     listed, written = threading.Event(), threading.Event()
     keep_only = col.keep_only
 

@@ -5,9 +5,10 @@ development machines it reopens in ~0.5 s and runs pooled MaxSim 3–8x faster t
 qdrant-client's pure-Python local mode, which is why it is the default (docs/measured.md).
 
 A multivector field of datatype ``int8`` is not in the shard: it is a
-:class:`~ragspine.store.columns.MultivectorColumn` under ``<name>/columns/<field>.sqlite``,
-written before the shard on every upsert and deleted with the shard's points. A search on it
-asks the shard for the first stage's candidates (filters included) and scores them in numpy.
+:class:`~ragspine.store.columns.MultivectorColumn` under ``<name>/columns/<field>.sqlite``
+(:class:`~ragspine.store._edge_columns.EdgeColumns`), written before the shard on every upsert
+and deleted with the shard's points. A search on it asks the shard for the first stage's
+candidates (filters included) and scores them in numpy.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ from ragspine.store.base import (
     sort_hits,
     stored_vector,
 )
+from ragspine.store._edge_columns import EdgeColumns
 from ragspine.store.columns import MultivectorColumn
 from ragspine.store.datadir import lock_data_dir
-from ragspine.store.resident import ResidentColumn, resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -68,23 +69,16 @@ class EdgeStore:
         """``exact_device``: where int8 columns are scored (``RAGSPINE_EXACT_DEVICE``: ``numpy``,
         ``auto`` or a torch device); a device copy of each column is built in the background."""
         self.root = Path(data_dir) / "libraries"
-        # Resolved at the first int8 column (a library with page vectors): "auto" asks torch
-        # whether a GPU is there, and a store of text libraries never needs torch (~400 MB of
-        # mapped libraries with the GPU extra installed).
-        self._exact_device = exact_device
-        self._device_resolved = False
-        self._device: str | None = None
         self.root.mkdir(parents=True, exist_ok=True)
         self._dir_lock = lock_data_dir(self.root)
         self._search_threads = search_threads or None
         self._shards: dict[str, qe.EdgeShard] = {}
         #: Dense vector field names per library, read once from the shard's config.
         self._dense_names: dict[str, frozenset[str]] = {}
-        #: int8 multivector fields per library (store.columns), opened with the shard.
-        self._columns: dict[str, dict[str, MultivectorColumn]] = {}
-        #: Per library with columns: an upsert (column, then shard) and optimize's removal of
-        #: column rows the shard lacks never interleave (it would drop an upsert's vectors).
-        self._col_locks: dict[str, threading.Lock] = {}
+        #: int8 multivector fields per library (store.columns), opened with the shard. Per
+        #: library with columns, an upsert (column, then shard) and optimize's removal of column
+        #: rows the shard lacks never interleave (it would drop an upsert's vectors).
+        self._columns = EdgeColumns(self.root, exact_device)
         self._lock = threading.RLock()
 
     # -- collections --------------------------------------------------------------------------
@@ -100,46 +94,21 @@ class EdgeStore:
             d.mkdir(parents=True)
             cols: dict[str, MultivectorColumn] = {}
             try:
-                for f in spec.dense:
-                    if f.datatype == "int8":
-                        cols[f.name] = MultivectorColumn(self._columns_dir(name) / f"{f.name}.sqlite", dim=f.size)
-                        self._make_resident(cols[f.name])
+                cols = self._columns.create(name, spec)
                 shard = qe.EdgeShard.create(str(d), shard_config(spec, self._search_threads))
                 ensure_indexes(shard)
                 self._shards[name] = shard
-                self._columns[name] = cols
+                self._columns.register(name, cols)
             except Exception as exc:
                 for c in cols.values():
                     c.close()
                 shutil.rmtree(d.parent, ignore_errors=True)
                 raise StoreError(f"could not create library '{name}': {exc}") from exc
 
-    def _columns_dir(self, name: str) -> Path:
-        return self.root / name / "columns"
-
     def _cols(self, name: str) -> dict[str, MultivectorColumn]:
         """The library's int8 multivector columns (empty for a library without any)."""
-        cols = self._columns.get(name)
-        if cols is not None:
-            return cols
         self._shard(name)  # LibraryNotFoundError / in use, as for any access
-        with self._lock:
-            cols = self._columns.get(name)
-            if cols is None:
-                cols = {p.stem: MultivectorColumn(p) for p in sorted(self._columns_dir(name).glob("*.sqlite"))}
-                for col in cols.values():
-                    self._make_resident(col)
-                self._columns[name] = cols
-            return cols
-
-    def _make_resident(self, col: MultivectorColumn) -> None:
-        if not self._device_resolved:
-            self._device = resolve_device(self._exact_device)
-            self._device_resolved = True
-        if self._device is not None:
-            res = ResidentColumn(col, self._device)
-            col.attach(res)
-            res.start()
+        return self._columns.get(name)
 
     def _shard(self, name: str) -> qe.EdgeShard:
         shard = self._shards.get(name)
@@ -167,8 +136,7 @@ class EdgeStore:
     def drop_collection(self, name: str) -> None:
         with self._lock:
             self._dense_names.pop(name, None)
-            for c in self._columns.pop(name, {}).values():
-                c.close()
+            self._columns.drop(name)
             shard = self._shards.pop(name, None)
             if shard is not None:
                 shard.close()
@@ -199,7 +167,7 @@ class EdgeStore:
         if not cols:
             shard.update(qe.UpdateOperation.upsert_points([qe.Point(p.id, self._vector(p), p.payload) for p in points]))
             return
-        with self._col_lock(name):
+        with self._columns.lock(name):
             # Columns first: a point the shard has always has its vectors; vectors whose shard
             # write failed are found by no search and removed by optimize().
             for fname, col in cols.items():
@@ -209,10 +177,6 @@ class EdgeStore:
                             p.payload) for p in points]
             shard.update(qe.UpdateOperation.upsert_points(pts))
 
-    def _col_lock(self, name: str) -> threading.Lock:
-        with self._lock:
-            return self._col_locks.setdefault(name, threading.Lock())
-
     def update_sparse(self, name: str, vector: str, items: Sequence[tuple[str, SparseVector]]) -> None:
         if not items:
             return
@@ -221,7 +185,7 @@ class EdgeStore:
 
     def add_dense_field(self, name: str, field: DenseField) -> None:
         check_addable(field)
-        with self._col_lock(name):
+        with self._columns.lock(name):
             if field.name in self.dense_fields(name):
                 return
             self._shard(name).update(qe.UpdateOperation.create_dense_vector(field.name, field.size, qe.Distance.Cosine))
@@ -504,7 +468,7 @@ class EdgeStore:
         shard.flush()
         cols = self._cols(name)
         if cols:
-            with self._col_lock(name):
+            with self._columns.lock(name):
                 live = [r.id for r in self.scroll(name, Where(), fields=[])]
                 for col in cols.values():
                     if stale := col.keep_only(live):
@@ -523,10 +487,7 @@ class EdgeStore:
                     except Exception:  # best effort: every commit point already flushed (no WAL)
                         logger.exception("closing an Edge shard failed")
                 self._shards.clear()
-                for cols in self._columns.values():
-                    for c in cols.values():
-                        c.close()
-                self._columns.clear()
+                self._columns.close()
             finally:
                 if self._dir_lock is not None:  # the data dir is given back, whatever failed
                     self._dir_lock.close()
