@@ -26,6 +26,7 @@ from serving_kit import clean_settings, serve_process  # noqa: E402
 from web_kit import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
+    NUMBERED_LIBRARY,
     UPLOAD_CANARY,
     UPLOAD_LIBRARY,
     VIEWPORT,
@@ -74,6 +75,11 @@ def web_server(tmp_path_factory: pytest.TempPathFactory, chromium_path: str) -> 
         eng.ingest(XSS_LIBRARY, pdfs.make_pdf(["an ordinary page about payloadword"]),
                    {"doc_id": "plain-doc", "title": "Plain document", "entity": "Plain Co", "period": 2023},
                    filename="plain.pdf")
+        eng.create_library(NUMBERED_LIBRARY)
+        eng.ingest(NUMBERED_LIBRARY, pdfs.make_pdf(
+            [pdfs.Page([f"Part {n}. Notes on the quarterly revenue chart of the year."],
+                       footer=str(n - 2) if n > 2 else None) for n in range(1, 8)]),
+            {"doc_id": "numbered-report", "title": "Numbered report"}, filename="numbered.pdf")
     finally:
         eng.close()
     canaries = sorted({c for d in docs for c in d.canaries} | {UPLOAD_CANARY})

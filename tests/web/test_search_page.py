@@ -15,7 +15,8 @@ import httpx
 import pdfs
 import pytest
 from serving_kit import clean_settings, serve_process
-from web_kit import UPLOAD_CANARY, UPLOAD_LIBRARY, VIEWPORT, XSS_LIBRARY, XSS_TITLE, Watched, WebServer
+from web_kit import (NUMBERED_LIBRARY, UPLOAD_CANARY, UPLOAD_LIBRARY, VIEWPORT, XSS_LIBRARY, XSS_TITLE, Watched,
+                     WebServer)
 
 from ragspine.demo import DEMO_LIBRARY, build_demo_corpus
 from ragspine.engine import Engine
@@ -141,6 +142,18 @@ def test_a_questions_answer_instructions_are_not_marked(web: Watched) -> None:
     assert any("warehouse" in h["text"].lower() for h in answer["hits"])
     found = {m.lower() for m in marks(page)}
     assert {"acme", "robotics"} <= found and "warehouse" not in found, found
+
+
+def test_a_page_named_by_its_printed_number_shows_it(web: Watched) -> None:
+    # "page three" names the report's 3rd page (by place, printing "1") and its 5th (printing "3":
+    # its cover and contents print none); both come first, each card saying what it prints.
+    page = web.open()
+    answer = search(web, "What does the quarterly revenue chart on page three show?", library=NUMBERED_LIBRARY)
+    assert {(h["page"], tuple(h["printed_pages"])) for h in answer["hits"][:2]} == {(3, (1,)), (5, (3,))}
+    assert "page numbers 1" in answer["fusion"]
+    labels = page.locator("#results .hit .page-no").all_inner_texts()
+    i = [h["page"] for h in answer["hits"]].index(5)
+    assert labels[i].startswith("page 5 of 7") and labels[i].endswith("printed 3"), labels
 
 
 def test_chinese_search_marks_cjk_terms(web: Watched) -> None:

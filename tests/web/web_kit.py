@@ -22,6 +22,8 @@ VIEWPORT = {"width": 1360, "height": 900}
 
 UPLOAD_LIBRARY = "inbox"
 XSS_LIBRARY = "xss"
+#: A library of one report whose first two pages print no number: its 5th page prints "3".
+NUMBERED_LIBRARY = "numbered"
 #: Only on the RESTRICTED page of the PDF that the upload test sends through the page.
 UPLOAD_CANARY = "zqxcanaryupload2"
 XSS_TITLE = "<img src=x onerror=alert(1)>Quarterly <b>bold</b> report"
