@@ -62,8 +62,9 @@ def test_search_cites_as_rest_does(seeded: LiveServer) -> None:
     out = res.structured_content
     with Client(seeded.url, api_key=KEY_A) as rs:
         rest = rs.search("capacity megawatts", "liba", mode="bm25", top_k=3)
-    assert [(h["doc_id"], h["page"], h["chunk_id"], h["bbox"], h["score"], h["text"]) for h in out["hits"]] == [
-        (h.doc_id, h.page, h.chunk_id, h.bbox, h.scores["fused"], h.text) for h in rest.hits]
+    assert [(h["doc_id"], h["page"], h["chunk_id"], h["bbox"], h["score"], h["text"], h["printed_pages"])
+            for h in out["hits"]] == [
+        (h.doc_id, h.page, h.chunk_id, h.bbox, h.scores["fused"], h.text, h.printed_pages) for h in rest.hits]
     assert out["hits"][0]["page"] == 3
     assert (out["abstained"], out["degraded"], out["mode"]) == (False, False, "bm25")
     thumb = out["hits"][0]["thumbnail_url"]

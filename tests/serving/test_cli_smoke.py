@@ -146,6 +146,18 @@ def test_search_with_filters_top_k_and_chinese(capsys: pytest.CaptureFixture[str
     assert code == 0 and json.loads(out)["filters_relaxed"] is True
 
 
+def test_search_text_output_says_what_a_page_prints(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # the cover prints no number, so the 3rd page prints "2": "page two" names both
+    (tmp_path / "r.pdf").write_bytes(pdfs.make_pdf([pdfs.Page([f"Part {n}. The revenue chart."],
+                                                              footer=str(n - 1) if n > 1 else None)
+                                                    for n in range(1, 6)]))
+    data = str(tmp_path / "data")
+    assert run(capsys, "--data-dir", data, "ingest", str(tmp_path / "r.pdf"), "--library", "lib", "-q")[0] == 0
+    code, out, _ = run(capsys, "--data-dir", data, "search", "the revenue chart on page two", "--library", "lib")
+    assert code == 0
+    assert "— p.3 (printed 2) (r, r/p3/c0)" in out and "— p.2 (printed 1) (r, r/p2/c0)" in out
+
+
 def test_search_text_output(capsys: pytest.CaptureFixture[str], cli_data: Path) -> None:
     code, out, _ = run(capsys, "--data-dir", str(cli_data), "search", "revenue", "--library", "lib")
     assert code == 0

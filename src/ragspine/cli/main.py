@@ -81,7 +81,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     for i, h in enumerate(res.hits, 1):
         text = " ".join(h.text.split())
         via = f" found by queries {','.join(str(x + 1) for x in h.found_by)}" if h.found_by else ""
-        print(f"{i:>3}. [{h.library_id}] {h.title} — p.{h.page} ({h.doc_id}, {h.chunk_id}) "
+        printed = f" (printed {'–'.join(map(str, h.printed_pages))})" if h.printed_pages else ""
+        print(f"{i:>3}. [{h.library_id}] {h.title} — p.{h.page}{printed} ({h.doc_id}, {h.chunk_id}) "
               f"fused={h.scores['fused']:.4f}{via}")
         print(f"     {text[:200]}{'…' if len(text) > 200 else ''}")
     return 0

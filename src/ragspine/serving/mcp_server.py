@@ -77,6 +77,8 @@ class ToolHit(BaseModel):
     score: float | None
     text: str
     thumbnail_url: str | None = None
+    #: The numbers printed on the page where they are not its place ("page 8" is its 12th page).
+    printed_pages: list[int] = Field(default_factory=list)
 
 
 class SearchResult(BaseModel):
@@ -105,7 +107,8 @@ class DocumentInfo(BaseModel):
 def _hit(h: api.Hit, base: str | None) -> ToolHit:
     return ToolHit(doc_id=h.doc_id, library=h.library_id, title=h.title, page=h.page, bbox=h.bbox,
                    chunk_id=h.chunk_id, score=h.scores.get("fused"), text=h.text,
-                   thumbnail_url=f"{base}{h.thumbnail_url}" if base and h.thumbnail_url else None)
+                   thumbnail_url=f"{base}{h.thumbnail_url}" if base and h.thumbnail_url else None,
+                   printed_pages=list(h.printed_pages))
 
 
 def _page_text(p: api.Page) -> str:
