@@ -235,3 +235,38 @@ def test_a_use_that_needs_more_workers_gets_a_larger_pool(monkeypatch: pytest.Mo
         assert procs.get(None, want_image=False) is large  # a smaller need keeps the larger pool
     finally:
         procs.close()
+
+
+def test_a_pool_that_breaks_in_the_middle_of_a_document_finishes_it_on_the_thread() -> None:
+    # The first batch renders on the workers; then the workers die (killed as the OOM killer
+    # would): the batch in flight and the rest render on the caller's thread, byte for byte what
+    # the thread renders, and the pool is given up for the documents after.
+    import os
+    import signal
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ragspine.indexing.pdf import open_pdf
+
+    parsed = open_pdf(pdfs.make_pdf(TEN + TEN), tables="off")
+    procs = render.RenderProcesses(2)
+    thread = ThreadPoolExecutor(max_workers=1)
+    try:
+        r = PageRenderer(parsed, thread=thread, procs=procs, encoder=None, want_image=False, key="d/v1",
+                         thumb_dpi=72, thumb_max_px=800, image_dpi=72)
+        assert r.pool is not None
+        first = r.collect(r.submit([1, 2, 3]), [1, 2, 3])
+        assert not r._fallback and not procs.broken  # noqa: SLF001  (rendered by the workers)
+        for pid in list(r.pool._processes):  # noqa: SLF001
+            os.kill(pid, signal.SIGKILL)
+        nums = list(range(4, 21))
+        rest = r.collect(r.submit(nums), nums)
+        later = r.collect(r.submit([5, 6]), [5, 6])
+        assert procs.broken and r._fallback  # noqa: SLF001
+        expect = r.render(list(range(1, 21)))
+        assert [png for png, _ in first + rest] == [png for png, _ in expect]
+        assert [png for png, _ in later] == [png for png, _ in expect[4:6]]
+        assert procs.get(None, False) is None  # the next document renders on the thread
+    finally:
+        procs.close()
+        thread.shutdown()
+        parsed.close()
