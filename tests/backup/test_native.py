@@ -275,10 +275,10 @@ def test_the_file_list_is_bounded_and_a_library_folder_appearing_is_refused(tmp_
 
 
 def test_a_graph_view_refuses_writes(tmp_path: Path) -> None:
-    from ragspine.graph._networkx import _Memory
+    from ragspine.graph._memory import Memory
     from ragspine.graph._view import GraphView, ReadOnlyGraphError
 
-    view = GraphView(LIB, _Memory())
+    view = GraphView(LIB, Memory())
     for write in (lambda: view.replace_sources(LIB, {}), lambda: view.drop(LIB),
                   lambda: view.locked(LIB).__enter__()):
         with pytest.raises(ReadOnlyGraphError):

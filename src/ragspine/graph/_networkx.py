@@ -3,7 +3,7 @@
 Per library, ``<root>/<library>/graph.sqlite`` holds the contribution of every source as one
 row (JSON), stamped with the generation that last wrote it; removed sources leave a tombstone
 with their generation. The in-memory ``networkx.MultiDiGraph`` (edge key = relation) is
-derived from the contributions.
+derived from the contributions (:class:`~ragspine.graph._memory.Memory`).
 
 - Writes are SQLite transactions (atomic; ``BEGIN IMMEDIATE`` serialises writers across
   threads and processes); ``secure_delete`` overwrites what a write removes, and tombstones
@@ -16,7 +16,6 @@ derived from the contributions.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import logging
@@ -30,22 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ragspine.graph._model import (
-    DOCUMENT,
-    RELATION_ORDER,
-    SYMMETRIC,
-    Contribution,
-    Edge,
-    Neighbor,
-    Node,
-    NodeSpec,
-    canonical,
-    cite_key,
-    match_keys,
-    merge_specs,
-    norm,
-)
-from ragspine.graph._model import Direction
+from ragspine.graph._memory import EdgeKey, Memory, gc_paused, key_hash
+from ragspine.graph._model import Contribution, Direction, Edge, Neighbor, Node, NodeSpec, norm
 
 logger = logging.getLogger(__name__)
 
@@ -60,166 +45,8 @@ CREATE TABLE IF NOT EXISTS tombstones (key TEXT PRIMARY KEY, gen INTEGER NOT NUL
 CREATE INDEX IF NOT EXISTS tombstones_gen ON tombstones (gen);
 """
 
-EdgeKey = tuple[str, str, str]  # (source, relation, target) as stored
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Building the graph allocates millions of small dicts; the cyclic collector would scan the
-    growing heap again and again (a third of the build time at 100k edges)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def _digest(data: str) -> str:
     return hashlib.sha1(data.encode()).hexdigest()
-
-
-def key_hash(key: str) -> str:
-    """A removed source is remembered by this digest only: a deleted document's id does not stay
-    in the file (docs/invariants.md, 4)."""
-    return hashlib.sha256(key.encode()).hexdigest()[:32]
-
-
-#: Nodes with at least this many edges keep their sorted adjacency (hubs such as a metric every
-#: report mentions are crossed by most walks; sorting them each time dominated lookups).
-STEP_CACHE_MIN_DEGREE = 64
-_OUT, _IN, _BOTH = 1, 2, 0  # direction tag of a step: along the edge, against it, symmetric
-
-Step = tuple[str, int, EdgeKey, int]  # (other end, relation order, stored edge, direction tag)
-
-
-class _Memory:
-    """One library's graph in memory, derived from its contributions.
-
-    Edge ``(u, v, key=relation)`` of the ``MultiDiGraph`` has as its attribute dict the
-    citations per source: ``{source key: [citation, ...]}``.
-    """
-
-    def __init__(self) -> None:
-        import networkx as nx
-
-        self.g = nx.MultiDiGraph()
-        #: source key → (digest of its stored JSON, node ids, stored edges): what removing it
-        #: takes away. The contributions themselves stay in the file, not in memory.
-        self.sources: dict[str, tuple[str, tuple[str, ...], tuple[EdgeKey, ...]]] = {}
-        self.specs: dict[str, dict[str, NodeSpec]] = {}
-        #: norm(id, name or alias) → ids of the non-document nodes it names
-        self.names: dict[str, set[str]] = {}
-        #: key_hash(source key) → source key (tombstones name sources by hash only)
-        self.hashes: dict[str, str] = {}
-        self._steps: dict[str, list[Step]] = {}
-
-    def apply(self, key: str, new: Contribution | None, digest: str = "") -> None:
-        g = self.g
-        touched: set[str] = set()  # nodes whose specs changed: merged again
-        ends: set[str] = set()  # nodes whose edges changed: only new or orphaned ones matter
-        old = self.sources.pop(key, None)
-        if old is not None:
-            self.hashes.pop(key_hash(key), None)
-            _, node_ids, edge_keys = old
-            for u, rel, v in edge_keys:
-                cites = g.get_edge_data(u, v, rel)
-                if cites is not None and cites.pop(key, None) is not None and not cites:
-                    g.remove_edge(u, v, rel)
-                ends.update((u, v))
-            for nid in node_ids:
-                specs = self.specs.get(nid)
-                if specs is not None:
-                    specs.pop(key, None)
-                touched.add(nid)
-        if new is not None:
-            self.hashes[key_hash(key)] = key
-            for s in new.nodes:
-                self.specs.setdefault(s.id, {})[key] = s
-                touched.add(s.id)
-            stored: dict[EdgeKey, None] = {}
-            for e in new.edges:
-                u, v = canonical(e.source, e.relation, e.target)
-                cites = g.get_edge_data(u, v, e.relation)
-                if cites is None:
-                    g.add_edge(u, v, key=e.relation)
-                    cites = g._succ[u][v][e.relation]
-                cites.setdefault(key, []).append(e.citation)
-                stored[(u, e.relation, v)] = None
-                ends.update((u, v))
-            self.sources[key] = (digest, tuple(s.id for s in new.nodes), tuple(stored))
-        for nid in ends:
-            self._steps.pop(nid, None)
-        for nid in touched:
-            self._refresh(nid)
-        nodes = g._node
-        for nid in ends - touched:
-            attrs = nodes.get(nid)
-            if attrs is not None and ("node" not in attrs or (nid not in self.specs and g.degree(nid) == 0)):
-                self._refresh(nid)
-
-    def _refresh(self, nid: str) -> None:
-        g = self.g
-        attrs = g._node.get(nid)
-        for k in (attrs or {}).get("keys", ()):
-            ids = self.names.get(k)
-            if ids is not None:
-                ids.discard(nid)
-                if not ids:
-                    del self.names[k]
-        specs = self.specs.get(nid)
-        if not specs:
-            self.specs.pop(nid, None)
-            if attrs is not None and g.degree(nid) == 0:
-                g.remove_node(nid)
-                return
-            if attrs is None:
-                return
-        node = merge_specs(nid, specs or {})
-        keys = frozenset() if node.type == DOCUMENT else frozenset(match_keys(node))
-        g.add_node(nid, node=node, keys=keys)
-        for k in keys:
-            self.names.setdefault(k, set()).add(nid)
-
-    # -- reads --------------------------------------------------------------------------------
-
-    def node(self, nid: str) -> Node | None:
-        attrs = self.g._node.get(nid)
-        return attrs.get("node") if attrs is not None else None
-
-    def edge(self, key: EdgeKey, memo: dict[EdgeKey, Edge] | None = None) -> Edge:
-        """The edge with its citations sorted; ``memo`` shares the work within one lookup."""
-        if memo is not None and key in memo:
-            return memo[key]
-        u, rel, v = key
-        cites = self.g._succ[u][v][rel]
-        out = Edge(u, rel, v, tuple(sorted((c for cs in cites.values() for c in cs), key=cite_key)))
-        if memo is not None:
-            memo[key] = out
-        return out
-
-    def steps(self, u: str, allowed: Collection[str] | None, direction: Direction) -> list[Step]:
-        """Edges at ``u``, sorted by other end then relation: the walk is the same whatever
-        order the graph was built in."""
-        full = self._steps.get(u)
-        if full is None:
-            full = []
-            # networkx's own adjacency dicts: the public views wrap every inner dict in a new object.
-            for v, keyed in self.g._succ[u].items():
-                for rel in keyed:
-                    full.append((v, RELATION_ORDER[rel], (u, rel, v), _BOTH if rel in SYMMETRIC else _OUT))
-            for v, keyed in self.g._pred[u].items():
-                for rel in keyed:
-                    full.append((v, RELATION_ORDER[rel], (v, rel, u), _BOTH if rel in SYMMETRIC else _IN))
-            full.sort()
-            if len(full) >= STEP_CACHE_MIN_DEGREE:
-                self._steps[u] = full
-        if allowed is None and direction == "both":
-            return full
-        want = _OUT if direction == "out" else _IN if direction == "in" else None
-        return [s for s in full
-                if (allowed is None or s[2][1] in allowed) and (want is None or s[3] == _BOTH or s[3] == want)]
 
 
 class _Lib:
@@ -231,7 +58,7 @@ class _Lib:
         self.ident: tuple[int, int] | None = None
         self.epoch: str | None = None
         self.gen = 0
-        self.mem: _Memory | None = None
+        self.mem: Memory | None = None
         self.txn_depth = 0
         self.txn_gen: int | None = None
 
@@ -295,18 +122,18 @@ class NetworkXGraphStore:
         try:
             meta = dict(conn.execute("SELECT k, v FROM meta").fetchall())
         except sqlite3.OperationalError:  # another process is creating the file
-            lib.mem, lib.epoch, lib.gen = _Memory(), None, 0
+            lib.mem, lib.epoch, lib.gen = Memory(), None, 0
             return
         epoch, gen = meta.get("epoch"), int(meta.get("gen", 0))
         if lib.mem is None or epoch != lib.epoch or gen < lib.gen:
-            mem = _Memory()
-            with _gc_paused():
+            mem = Memory()
+            with gc_paused():
                 for key, data in conn.execute("SELECT key, data FROM sources ORDER BY key"):
                     mem.apply(key, Contribution.from_json(json.loads(data)), _digest(data))
             lib.mem, lib.epoch, lib.gen = mem, epoch, gen
             logger.debug("graph %s loaded at generation %d", lib.folder.name, gen)
         elif gen > lib.gen:
-            with _gc_paused():
+            with gc_paused():
                 for key, data in conn.execute("SELECT key, data FROM sources WHERE gen > ? ORDER BY key", (lib.gen,)):
                     lib.mem.apply(key, Contribution.from_json(json.loads(data)), _digest(data))
                 for (digest,) in conn.execute("SELECT key FROM tombstones WHERE gen > ? ORDER BY key", (lib.gen,)):
@@ -315,14 +142,14 @@ class NetworkXGraphStore:
                         lib.mem.apply(key, None)
             lib.gen = gen
 
-    def _mem(self, lib: _Lib) -> _Memory:
+    def _mem(self, lib: _Lib) -> Memory:
         """The library's graph, current with the file (call with ``lib.lock`` held)."""
         if lib.txn_depth:
             assert lib.mem is not None
             return lib.mem
         conn = self._connect(lib, create=False)
         if conn is None:
-            return _Memory() if lib.mem is None else lib.mem
+            return Memory() if lib.mem is None else lib.mem
         conn.execute("BEGIN")
         try:
             self._catch_up(lib, conn)
@@ -396,7 +223,7 @@ class NetworkXGraphStore:
 
     def replace_sources(self, library: str, changes: Mapping[str, Contribution | None]) -> None:
         lib = self._lib(library)
-        with self.locked(library), _gc_paused():
+        with self.locked(library), gc_paused():
             mem, conn = lib.mem, lib.conn
             assert mem is not None and conn is not None
             for key, new, data, digest in self._changes(lib, changes):

@@ -37,7 +37,8 @@ from typing import Any
 from ragspine.catalog import Libraries, point_id
 from ragspine.errors import LeaseLostError, LibraryNotFoundError
 from ragspine.graph._model import Contribution
-from ragspine.graph._networkx import NetworkXGraphStore, _digest, _gc_paused, _Lib, _Memory, key_hash
+from ragspine.graph._memory import Memory, gc_paused, key_hash
+from ragspine.graph._networkx import NetworkXGraphStore, _digest, _Lib
 from ragspine.store.base import PointData, Store, Where
 
 logger = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class StoredGraphStore(NetworkXGraphStore):
         meta = self._meta(library)
         if meta is None:
             if lib.mem is None or lib.epoch is not None:
-                lib.mem, lib.epoch, lib.gen = _Memory(), None, 0
+                lib.mem, lib.epoch, lib.gen = Memory(), None, 0
                 self._rows(lib).clear()
             return
         epoch, gen = meta.get("epoch"), int(meta.get("gen", 0))
@@ -104,11 +105,11 @@ class StoredGraphStore(NetworkXGraphStore):
         where = Where(kind=KIND_SRC, gen_upto=gen, gen_above=None if full else lib.gen)
         recs = sorted((r for r in self.store.scroll(library, where) if _accepted(r.payload, txns)),
                       key=lambda r: (int(r.payload["gen"]), r.id))
-        mem = _Memory() if full else lib.mem
+        mem = Memory() if full else lib.mem
         rows = {} if full else dict(self._rows(lib))
         gens: dict[str, int] = {}  # source key -> generation of its current row
         assert mem is not None
-        with _gc_paused():
+        with gc_paused():
             for r in recs:  # in generation order: a later row of a key wins
                 p = r.payload
                 if p.get("data") is not None:
@@ -124,7 +125,7 @@ class StoredGraphStore(NetworkXGraphStore):
         lib.txns = dict(txns)  # type: ignore[attr-defined]
         lib.rows = rows  # type: ignore[attr-defined]
 
-    def _mem(self, lib: _Lib) -> _Memory:
+    def _mem(self, lib: _Lib) -> Memory:
         if lib.txn_depth:
             assert lib.mem is not None
             return lib.mem
@@ -200,7 +201,7 @@ class StoredGraphStore(NetworkXGraphStore):
 
     def replace_sources(self, library: str, changes: Mapping[str, Contribution | None]) -> None:
         lib = self._lib(library)
-        with self.locked(library), _gc_paused():
+        with self.locked(library), gc_paused():
             mem = lib.mem
             assert mem is not None
             rows = self._rows(lib)

@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ragspine.graph._model import Contribution
-from ragspine.graph._networkx import NetworkXGraphStore, _Lib, _Memory
+from ragspine.graph._memory import Memory
+from ragspine.graph._networkx import NetworkXGraphStore, _Lib
 from ragspine.graph.store import GraphStore
 
 #: Views kept per service (one per library, graph generation and set of visible sources).
@@ -31,7 +32,7 @@ class ReadOnlyGraphError(TypeError):
 class GraphView(NetworkXGraphStore):
     """One library's graph from the sources given, in memory, read-only."""
 
-    def __init__(self, library: str, mem: _Memory) -> None:
+    def __init__(self, library: str, mem: Memory) -> None:
         super().__init__(Path(os.devnull))
         self.library = library
         self._only = _Lib(Path(os.devnull))
@@ -42,7 +43,7 @@ class GraphView(NetworkXGraphStore):
             raise KeyError(f"this graph view is of library '{self.library}', not '{library}'")
         return self._only
 
-    def _mem(self, lib: _Lib) -> _Memory:
+    def _mem(self, lib: _Lib) -> Memory:
         assert lib.mem is not None
         return lib.mem
 
@@ -59,7 +60,7 @@ class GraphView(NetworkXGraphStore):
 
 
 def build_view(graphs: GraphStore, library: str, sources: Collection[str]) -> GraphView:
-    mem = _Memory()
+    mem = Memory()
     for key in sorted(sources):  # sorted: the same view whatever order the sources come in
         c = graphs.contribution(library, key)
         if c is not None:
