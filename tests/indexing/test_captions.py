@@ -66,3 +66,16 @@ def test_caption_pages_of_a_document() -> None:
         assert caption_pages(parsed.pages) == {"figure:1": [2], "table:1": [3], "figure:2": [4], "figure:3": [4]}
     finally:
         parsed.close()
+
+
+def test_hostile_captions() -> None:
+    from ragspine.indexing.captions import MAX_CAPTIONS, MAX_LINE
+    from ragspine.indexing.pdf import PageContent
+
+    assert caption_of("Figure 3: " + "x" * MAX_LINE) is None  # longer than any caption's first line
+    # a page of thousands of caption lines keeps at most MAX_CAPTIONS keys
+    lines = [(f"Figure {a}.{b}: item", (0.0, float(a), 10.0, float(a) + 1)) for a in range(1, 61) for b in range(1, 61)]
+    assert len(lines) > MAX_CAPTIONS
+    many = PageContent(number=1, width=595.0, height=842.0, text="", blocks=[], lines=lines)
+    assert len(caption_pages([many])) == MAX_CAPTIONS
+    assert figure_refs("Figure " * 2000) == frozenset() and figure_refs("图" * 4000) == frozenset()

@@ -103,3 +103,26 @@ def test_the_profile_reads_only_kept_pages(tmp_path: Path) -> None:
         assert printed == {str(n): [n + 40] for n in (2, 3, 5, 6, 7)}
     finally:
         eng.close()
+
+
+def test_a_damaged_label_tree_falls_back_to_the_text() -> None:
+    class Damaged:
+        def get_page_labels(self) -> list[dict[str, object]]:
+            raise RuntimeError("object 12 0 R is not a dictionary")
+
+    assert pdf_page_labels(Damaged(), [1, 2, 3]) == ["", "", ""]
+    pages = [Page(body(1)), Page(body(2))] + [Page(body(n), footer=str(n - 2)) for n in range(3, 7)]
+    parsed = parsed_pages(pdfs.make_pdf(pages))
+    assert printed_pages(parsed, pdf_page_labels(Damaged(), [p.number for p in parsed])) == {
+        n: [n - 2] for n in range(3, 7)}
+
+
+def test_hostile_pages_print_nothing() -> None:
+    # no lines, a page of no height, numbers past the largest read, a very long footer
+    blank = PageContent(number=1, width=595.0, height=842.0, text="", blocks=[])
+    flat = PageContent(number=2, width=595.0, height=0.0, text="7", blocks=[], lines=[("7", (0.0, 0.0, 5.0, 0.0))])
+    assert printed_pages([blank, flat]) == {}
+    assert line_numbers("123456") == [] and pdf_label_number("123456") is None
+    assert line_numbers("7 " + "x" * 200) == []
+    pages = [Page(body(n), footer=f"{n + 5} " + "footer " * 20) for n in range(1, 5)]  # 140-character lines
+    assert printed_pages(parsed_pages(pdfs.make_pdf(pages))) == {}
