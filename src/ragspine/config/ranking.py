@@ -21,6 +21,7 @@ from ragspine.config.fusion import (
     DEFAULT_MISS_MARGIN,
     DEFAULT_MISS_STDS,
     DEFAULT_NEIGHBOUR_WEIGHT,
+    DEFAULT_LINE_ITEM_WEIGHT,
     DEFAULT_PAGE_NUMBER_WEIGHT,
     DEFAULT_RRF_K,
     DEFAULT_RRF_K_DENSE,
@@ -96,6 +97,11 @@ class RankingSettings(BaseSettings):
     #: does the page whose caption begins with a figure or table the question names ("Figure 3",
     #: "Table 1-1"); only pages the channels found move. 0 turns it off.
     page_number_weight: float = Field(default=DEFAULT_PAGE_NUMBER_WEIGHT, ge=0, le=10, allow_inf_nan=False)
+    #: A question naming a financial metric ("return on assets", "working capital", "毛利率")
+    #: also searches, in BM25, the statement line items the metric is computed from ("net
+    #: income", "total assets"), each of their terms at this weight against 1 for the
+    #: question's own (scoring/line_items.py). 0 turns it off.
+    line_item_weight: float = Field(default=DEFAULT_LINE_ITEM_WEIGHT, ge=0, le=1, allow_inf_nan=False)
     #: A page's score gains this share of its better-ranked neighbour's (the page before or
     #: after in the same document). 0 turns it off.
     neighbour_weight: float = Field(default=DEFAULT_NEIGHBOUR_WEIGHT, ge=0, le=1, allow_inf_nan=False)

@@ -52,6 +52,7 @@ from ragspine.retrieval.request import (
 from ragspine.retrieval.rerank import Reranking
 from ragspine.scoring.bm25 import query_vector
 from ragspine.scoring.fusion import rrf
+from ragspine.scoring.line_items import line_items
 from ragspine.scoring.page_refs import figure_refs, page_refs
 from ragspine.scoring.query_text import split_instructions
 from ragspine.scoring.tokenizer import query_language
@@ -152,6 +153,9 @@ class Searcher:
             said = " ".join(instructions)
             said = said if len(said) <= NOTE_CHARS else said[: NOTE_CHARS - 1] + "…"
             plan.notes.append(f"answer_instructions: left out of the search: {said!r}")
+        items = line_items(req.query) if self.settings.line_item_weight > 0 and plan.mode != "vector" else ()
+        if items:  # so that a balance sheet first for "return on assets" is explained
+            plan.notes.append(f"line_items: BM25 also searched {', '.join(items)}")
         timings: dict[str, float] = {}
         queries = self._encode_query(req, plan, timings)
         trace = Trace()
@@ -201,7 +205,8 @@ class Searcher:
         s = self.settings
         fusions = trace.fusions
         priors = Priors.of(s)
-        qv = query_vector(req.query, counts=s.bm25_query_counts, drop_question_words=s.bm25_drop_question_words)
+        qv = query_vector(req.query, counts=s.bm25_query_counts, drop_question_words=s.bm25_drop_question_words,
+                          line_item_weight=s.line_item_weight)
         limit = min(max(MIN_CANDIDATES, CANDIDATE_FACTOR * req.top_k), 4 * s.max_top_k)
         depth = max(req.top_k, s.rerank_depth) if req.rerank else req.top_k
         refs = page_refs(req.query) if priors.page_weight > 0 else frozenset()

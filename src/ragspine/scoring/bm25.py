@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from ragspine.scoring.line_items import line_items
 from ragspine.scoring.query_terms import query_tokens
-from ragspine.scoring.tokenizer import TOKENIZER_VERSION, token_id
+from ragspine.scoring.tokenizer import TOKENIZER_VERSION, token_id, tokenize
 
 
 @dataclass(frozen=True)
@@ -61,11 +62,28 @@ def document_vector(tokens: list[str], avgdl: float, params: BM25Params) -> Spar
     return SparseVector(idx, [tf[i] * (params.k1 + 1.0) / (tf[i] + norm) for i in idx])
 
 
-def query_vector(text: str, counts: bool = True, drop_question_words: bool = True) -> SparseVector:
+def query_vector(text: str, counts: bool = True, drop_question_words: bool = True,
+                 line_item_weight: float = 0.0) -> SparseVector:
     """Query term counts: a term asked twice weighs twice, as in plain BM25 over the token list.
     With ``counts=False`` each distinct term weighs 1. ``drop_question_words``: the query's
-    question words are left out (:func:`ragspine.scoring.query_terms.query_tokens`)."""
+    question words are left out (:func:`ragspine.scoring.query_terms.query_tokens`).
+    ``line_item_weight`` > 0: the statement line items of the financial metrics the query
+    names (:func:`ragspine.scoring.line_items.line_items`) are searched too, each of their
+    terms the query does not hold once, at that weight."""
     toks = query_tokens(text, drop_question_words=drop_question_words)
     tf = _merge_ids(Counter(toks) if counts else Counter(set(toks)))
+    if line_item_weight > 0:
+        for i in _merge_ids(Counter(set(line_item_tokens(text)) - set(toks))):
+            tf.setdefault(i, line_item_weight)
     idx = sorted(tf)
     return SparseVector(idx, [tf[i] for i in idx])
+
+
+#: Words of the line items' names that say nothing about which line ("total current assets"
+#: searches "current" and "assets"; every statement page says "total").
+_FILLER = frozenset("and of the for by in on to from total".split())
+
+
+def line_item_tokens(text: str) -> list[str]:
+    """The BM25 tokens of the line items ``text``'s metrics are computed from, less fillers."""
+    return [t for item in line_items(text) for t in tokenize(item) if t not in _FILLER]
