@@ -187,3 +187,13 @@ def test_the_kind_a_question_names_ranks_that_kind_of_document_first(tmp_path: P
         assert first("In the slides, how far did retrieval latency fall with batching?", document_prior_weight=0.0) == "paper"
     finally:
         eng.close()
+
+
+def test_a_name_misspelt_by_one_edit_still_names_its_document(shelf: Engine) -> None:
+    ch = DocumentChannel(shelf.libraries)
+    active = shelf.libraries.active_versions(LIB)
+    named = {"northwind_2018": 1.0, "northwind_2019": 0.7}
+    assert ch.scores(LIB, QUESTION.replace("Northwind", "Northwnid"), active) == named  # swapped letters
+    assert ch.scores(LIB, QUESTION.replace("Northwind", "Nortwind"), active) == named  # one dropped
+    assert ch.scores(LIB, QUESTION.replace("Northwind", "Nortwnid"), active) == {}  # two edits: no name
+    assert ch.scores(LIB, QUESTION.replace("Northwind", "northwnid"), active) == {}  # not written as a name

@@ -11,6 +11,8 @@ years (``fiscal_year``, ``period``) - and scores a question:
 - ``NAMED`` when every distinctive word of one of the document's names is a word of the
   question ("3M" for "3M Company"; "Acme Robotics" needs both words, so "Acme Holdings" is not
   named by a question about Acme Robotics);
+- a capitalised word of the question one edit from a name's word counts as that word ("Neflix";
+  :mod:`ragspine.scoring.spelling`);
 - plus ``YEAR`` when the question also holds one of the document's years;
 - plus ``KIND`` when the question says which kind of document it is about ("in the slides",
   "this paper", "the guidebook", "the 10-K"; :data:`KIND_PHRASES`) and the document is of that
@@ -39,6 +41,7 @@ from typing import Any
 from ragspine.catalog import Libraries
 from ragspine.retrieval.channels.entries import EntryIndex
 from ragspine.scoring.query_terms import query_tokens
+from ragspine.scoring.spelling import misspelt_names
 from ragspine.scoring.tokenizer import tokenize
 
 #: The score of a document its question names, what the question's naming its year adds, and
@@ -149,6 +152,15 @@ class DocumentChannel:
 
     def __init__(self, libraries: Libraries) -> None:
         self._docs = EntryIndex(libraries, _nameable)
+        #: library -> (the docs dict they were read from, the words of its documents' names)
+        self._words: dict[str, tuple[dict[str, Naming], frozenset[str]]] = {}
+
+    def _name_words(self, library: str, docs: dict[str, Naming]) -> frozenset[str]:
+        cached = self._words.get(library)
+        if cached is None or cached[0] is not docs:  # rebuilt with the entries (a benign race)
+            cached = (docs, frozenset(w for n in docs.values() for name in n.names for w in name))
+            self._words[library] = cached
+        return cached[1]
 
     def scores(self, library: str, text: str, active: Mapping[str, int]) -> dict[str, float]:
         if not active:
@@ -158,6 +170,7 @@ class DocumentChannel:
             return {}
         # Question words kept: "Who" is not a company, but dropping them costs nothing here.
         question = set(query_tokens(text, drop_question_words=True))
+        question |= misspelt_names(text, self._name_words(library, docs))  # "Neflix" names Netflix
         kinds = kinds_named(text)
         out = {d: named_score(question, n, kinds) for d, n in docs.items()}
         return {d: s for d, s in out.items() if s > 0}
