@@ -113,3 +113,17 @@ def test_missing_word_list_names_the_package(monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.undo()
         words._word_costs.cache_clear()
     assert split_glued("GLOBALMOBILEDEVELOPERS") == "GLOBAL MOBILE DEVELOPERS"
+
+
+def test_known_word_reads_the_list_and_without_it_knows_every_word(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert words.known_word("continent") and words.known_word("expanse")
+    assert not words.known_word("advertsing") and not words.known_word("goverment")
+    monkeypatch.setattr(words.importlib.util, "find_spec", lambda name: None)
+    words._word_costs.cache_clear()
+    try:
+        # No list: no word may be taken for a typo (the spelling corrector then corrects nothing).
+        assert words.known_word("advertsing")
+    finally:
+        monkeypatch.undo()
+        words._word_costs.cache_clear()
+    assert not words.known_word("advertsing")

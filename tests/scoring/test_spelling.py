@@ -1,10 +1,21 @@
-"""A company's name misspelt by one edit still names it; ordinary words and sentence starts do not."""
+"""A company's name misspelt by one edit still names it; ordinary words and sentence starts do
+not. A word the library does not hold and English does not know is corrected to the library's
+word one edit away held by the most passages."""
 
 from __future__ import annotations
 
 import pytest
 
-from ragspine.scoring.spelling import MAX_WORDS, MIN_LENGTH, misspelt_names, one_edit
+from ragspine.scoring.spelling import (
+    MAX_CORRECTIONS,
+    MAX_WORDS,
+    MIN_DF,
+    MIN_LENGTH,
+    corrections,
+    edits1,
+    misspelt_names,
+    one_edit,
+)
 
 NAMES = {"netflix", "amazon", "boeing", "northwind", "3m", "acme", "robotics"}
 
@@ -49,3 +60,53 @@ def test_only_the_first_words_are_read() -> None:
     filler = " ".join(["and Zzzzzz"] * MAX_WORDS)
     assert misspelt_names(f"What of {filler} and Neflix?", NAMES) == set()  # past the bound
     assert misspelt_names(f"What of Neflix {filler}?", NAMES) == {"netflix"}
+
+
+# -- words the library holds ----------------------------------------------------------------------
+
+LIBRARY = {"advertising": 35, "advertisings": 1, "government": 253, "company": 2379, "survey": 322,
+           "contingent": 17, "netflix": 761, "rare": 1, "rarely": 2}
+
+
+def df(words):  # type: ignore[no-untyped-def]
+    return [LIBRARY.get(w, 0) for w in words]
+
+
+def english(word: str) -> bool:
+    return word in {"continent", "flight", "advertising", "government"}
+
+
+def test_edits1_is_every_word_one_edit_away() -> None:
+    e = edits1("abc")
+    assert {"ab", "bc", "ac", "bac", "acb", "abd", "xbc", "abcd", "zabc"} <= e
+    assert "abc" not in e and "cab" not in e  # itself; two edits
+    # n deletions, n-1 swaps, 26n changes (n of them the word itself), 26(n+1) insertions, less repeats
+    assert len(edits1("abcdef")) <= 6 + 5 + 26 * 6 + 26 * 7
+
+
+def test_a_misspelt_word_is_corrected_to_the_librarys_word() -> None:
+    terms = ["advertsing", "goverment", "expense", "survry", "netfilx"]
+    assert corrections(terms, df, english) == {"advertsing": "advertising", "goverment": "government",
+                                               "survry": "survey", "netfilx": "netflix"}
+
+
+def test_what_is_not_corrected() -> None:
+    assert corrections(["continent"], df, english) == {}  # an English word: kept, not "contingent"
+    assert corrections(["company"], df, english) == {}  # the library holds it
+    assert corrections(["rarey"], df, english) == {}  # "rarely" is in only 2 passages, under MIN_DF
+    assert corrections(["zorvintal"], df, english) == {}  # nothing near it
+    assert corrections(["survy"[:4]], df, english) == {}  # shorter than MIN_LENGTH
+    assert corrections(["成本费用"], df, english) == {}  # not ASCII letters
+    assert MIN_DF == 3
+
+
+def test_the_most_held_word_wins() -> None:
+    # "advertisings" is one edit from "advertsings" too, but one passage holds it.
+    assert corrections(["advertsings"], df, english) == {}
+    held = {"catle": 0, "cattle": 5, "castle": 9}
+    assert corrections(["catle"], lambda ws: [held.get(w, 0) for w in ws], lambda w: False) == {"catle": "castle"}
+
+
+def test_at_most_a_few_terms_are_corrected() -> None:
+    terms = ["advertsing", "goverment", "survry", "companay", "netfilx"]
+    assert len(corrections(terms, df, english)) == MAX_CORRECTIONS == 4

@@ -137,7 +137,7 @@ QUERY_TIME_SETTINGS = frozenset(
      "corrective_min_coverage", "corrective_depth", "corrective_min_similarity",
      "corrective_rescue_similarity", "mmr_lambda", "mmr_pool_factor", "reranker_languages",
      "dense_languages", "document_prior_weight", "drop_answer_instructions",
-     "line_item_weight", "neighbour_weight", "page_number_weight", "miss_check", "miss_margin", "miss_stds"}
+     "line_item_weight", "neighbour_weight", "page_number_weight", "spelling_corrections", "miss_check", "miss_margin", "miss_stds"}
 )
 
 

@@ -103,6 +103,15 @@ def _segment(run: str, costs: dict[str, float], max_len: int) -> list[str]:
     return pieces[::-1]
 
 
+def known_word(word: str) -> bool:
+    """``word`` (lower-case ASCII letters) is in the English word list; ``True`` for every word
+    when the list is not installed (so that no caller mistakes a word for a typo)."""
+    try:
+        return word in _word_costs()[0]
+    except OcrUnavailableError:
+        return True
+
+
 @functools.cache
 def _word_costs() -> tuple[dict[str, float], int]:
     """Word -> Zipf cost ``log((rank + 1) * log(N))`` over wordninja's list (rank 0 = most

@@ -50,10 +50,12 @@ from ragspine.retrieval.request import (
     SearchResponse,
 )
 from ragspine.retrieval.rerank import Reranking
-from ragspine.scoring.bm25 import query_vector
+from ragspine.retrieval.spelling import library_corrections
+from ragspine.scoring.bm25 import query_vector, respelt
 from ragspine.scoring.fusion import rrf
 from ragspine.scoring.line_items import line_items
 from ragspine.scoring.page_refs import figure_refs, page_refs
+from ragspine.scoring.query_terms import query_tokens
 from ragspine.scoring.query_text import split_instructions
 from ragspine.scoring.tokenizer import query_language
 from ragspine.store.base import Store
@@ -81,6 +83,8 @@ class Trace:
     top_dense: float | None = None
     #: Libraries whose dense channel ran: their active versions and models (the miss background).
     dense_libraries: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    #: Misspelt terms also searched as the library's word (retrieval/spelling.py).
+    respelt: dict[str, str] = field(default_factory=dict)
 
     def note(self, outputs: list[ChannelPages], library: str, active: Any, lm: Any) -> None:
         for o in outputs:
@@ -171,6 +175,9 @@ class Searcher:
             if note is not None:
                 hits = []
                 plan.notes.append(note)
+        if trace.respelt:
+            plan.notes.append("spelling: also searched " + ", ".join(
+                f"{right!r} for {wrong!r}" for wrong, right in trace.respelt.items()))
         timings["total"] = round((time.perf_counter() - t0) * 1000, 3)
         if self.lexical is not None and plan.mode != "vector":
             for lib in req.libraries:
@@ -212,6 +219,8 @@ class Searcher:
         refs = page_refs(req.query) if priors.page_weight > 0 else frozenset()
         figures = figure_refs(req.query) if priors.page_weight > 0 else frozenset()
         lexical_only = not plan.visual and not plan.dense and plan.mode != "vector"
+        terms = (query_tokens(req.query, drop_question_words=s.bm25_drop_question_words)
+                 if s.spelling_corrections and plan.mode != "vector" else [])
         cands: dict[PageKey, Cand] = {}
         per_lib: list[list[PageKey]] = []
         visual_ran = False
@@ -224,20 +233,25 @@ class Searcher:
             active = self.libraries.active_versions(lib)
             named = self.documents.scores(lib, req.query, active) if priors.document_weight > 0 else {}
             pages = self.page_numbers.pages(lib, refs, active, figures)
+            # Not under a key's filter: a correction would tell the key a word of documents it
+            # cannot see.
+            fixes = library_corrections(self.lexical, lib, terms) if terms and lib not in scope else {}
+            trace.respelt.update(fixes)
+            lqv = respelt(qv, fixes)
             ranking: list[tuple[PageKey, float]] | None = None
             if self.lexical is not None and lexical_only:
                 # The whole candidate list only when a prior may lift pages from below the depth.
                 keep = limit if named or pages or priors.neighbour_weight > 0 else depth
-                ranking, fusion = self._lexical_ranking(lib, qv, lib_preds, limit, keep, cands)
+                ranking, fusion = self._lexical_ranking(lib, lqv, lib_preds, limit, keep, cands)
             if ranking is None:
                 rec = self.libraries.get(lib)
                 lm = library_models(rec, self.models)
                 self._note_missing_pages(req, plan, lib, lm, queries)
                 fusion = fusion_for(s, plan, dense_ready="dense" in queries and lm.dense is not None,
                                     visual_ready="visual" in queries and lm.page is not None,
-                                    has_terms=bool(qv.indices))
+                                    has_terms=bool(lqv.indices))
                 q = ChannelQuery(text=req.query, library=lib, predicates=tuple(lib_preds), limit=limit, depth=depth,
-                                 bm25=qv, vectors=queries, models=lm, active=active)
+                                 bm25=lqv, vectors=queries, models=lm, active=active)
                 outputs: list[ChannelPages] = [ch.rank(q) for ch in page_channels(self.store, self.lexical, s, rec)
                                                if ch.name in fusion.weights]
                 visual_ran = visual_ran or "visual" in fusion.weights

@@ -10,6 +10,7 @@ exactly Okapi BM25 (Lucene's IDF form), computed by the engine, with filters app
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ragspine.scoring.line_items import line_items
@@ -77,6 +78,20 @@ def query_vector(text: str, counts: bool = True, drop_question_words: bool = Tru
             tf.setdefault(i, line_item_weight)
     idx = sorted(tf)
     return SparseVector(idx, [tf[i] for i in idx])
+
+
+def respelt(qv: SparseVector, fixes: Mapping[str, str]) -> SparseVector:
+    """``qv`` that also searches each correction of ``fixes`` (``term -> correction``) with its
+    term's weight (the term itself stays: no passage holds it)."""
+    if not fixes:
+        return qv
+    w = dict(zip(qv.indices, qv.values))
+    for term, right in fixes.items():
+        got = w.get(token_id(term))
+        if got is not None:
+            w[token_id(right)] = w.get(token_id(right), 0.0) + got
+    idx = sorted(w)
+    return SparseVector(idx, [w[i] for i in idx])
 
 
 #: Words of the line items' names that say nothing about which line ("total current assets"

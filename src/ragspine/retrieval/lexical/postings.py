@@ -64,6 +64,13 @@ class FieldIndex:
     def n_postings(self) -> int:
         return int(self.rows.shape[0])
 
+    def df(self, ids: np.ndarray) -> np.ndarray:
+        """``(n,)`` int64: how many points hold each token id of ``ids`` (``(n,)`` uint32)."""
+        if not self.uterms.shape[0]:
+            return np.zeros(ids.shape[0], dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.uterms, ids), self.uterms.shape[0] - 1)
+        return np.where(self.uterms[pos] == ids, self.ustart[pos + 1] - self.ustart[pos], 0)
+
     def nbytes(self) -> int:
         arrays = (self.uterms, self.ustart, self.rows, self.vals, self.ivals, self.udense, self.dense,
                   self.id_hi, self.id_lo, self.idrank, self.doc, self.page, self.pkey)
