@@ -1,4 +1,5 @@
-"""What the document prior, the page-number prior and the miss check cost a query: each
+"""What the document prior, the page-number prior, the line items, the spelling corrections
+and the miss check cost a query: each
 question searched with the settings as configured and with them off, alternately, over one
 index, in one process.
 
@@ -6,8 +7,9 @@ index, in one process.
                                          [--ocr off|auto] [--limit N] [--rounds 3]
 
 Prints p50 and p95 latency per variant and the ratio of today's settings to "off"
-(``document_prior_weight=0``, ``page_number_weight=0``, ``miss_check=False``: the query path
-before the priors and the miss check, on the same index). Alternating the two per query keeps a loaded machine's noise out of
+(``document_prior_weight=0``, ``page_number_weight=0``, ``line_item_weight=0``,
+``spelling_corrections=False``, ``miss_check=False``: the query path before them, on the same
+index). Alternating the two per query keeps a loaded machine's noise out of
 the ratio.
 """
 
@@ -45,8 +47,9 @@ def main() -> int:
     with indexed(base, root) as ix:
         eng = ix.engine
         today = eng.searcher_for(eng.settings)
-        off = eng.searcher_for(eng.settings.model_copy(update={"document_prior_weight": 0.0, "page_number_weight": 0.0,
-                                                                   "miss_check": False}))
+        off = eng.searcher_for(eng.settings.model_copy(update={
+            "document_prior_weight": 0.0, "page_number_weight": 0.0, "line_item_weight": 0.0,
+            "spelling_corrections": False, "miss_check": False}))
         queries = [clean_query(ix.dataset.queries[q], base.max_query_chars) for q in list(ix.dataset.queries)[: args.limit]]
         times: dict[str, list[float]] = {"today": [], "off": []}
         for name, s in (("today", today), ("off", off)):  # warm: indexes, caches, the dense model

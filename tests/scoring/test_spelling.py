@@ -8,6 +8,7 @@ import pytest
 
 from ragspine.scoring.spelling import (
     MAX_CORRECTIONS,
+    MAX_TERM,
     MAX_WORDS,
     MIN_DF,
     MIN_LENGTH,
@@ -110,3 +111,17 @@ def test_the_most_held_word_wins() -> None:
 def test_at_most_a_few_terms_are_corrected() -> None:
     terms = ["advertsing", "goverment", "survry", "companay", "netfilx"]
     assert len(corrections(terms, df, english)) == MAX_CORRECTIONS == 4
+
+
+def test_a_term_longer_than_any_word_is_not_looked_up() -> None:
+    looked: list[int] = []
+
+    def counting(words):  # type: ignore[no-untyped-def]
+        looked.append(len(words))
+        return [0] * len(words)
+
+    long = "advertising" * 3  # 33 letters
+    assert len(long) > MAX_TERM
+    assert corrections([long], counting, lambda w: False) == {} and looked == []
+    corrections([long[:MAX_TERM]], counting, lambda w: False)
+    assert looked[0] == 1 and looked[1] > 1000  # at the bound: the term, then its ~1,700 neighbours

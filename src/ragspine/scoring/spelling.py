@@ -34,6 +34,9 @@ MAX_WORDS = 20
 MIN_DF = 3
 #: Most terms of one question corrected (each costs ~60 lookups per letter).
 MAX_CORRECTIONS = 4
+#: Longest term corrected: no word is longer, and a pasted run of letters would cost
+#: 54 lookups a letter.
+MAX_TERM = 30
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 #: A capitalised ASCII word, not first in the text or after a sentence's end.
 _CAPITALISED = re.compile(r"(?<![.!?]\s)(?<![.!?])(?<=\s|\(|\"|')([A-Z][a-z]{%d,})\b" % (MIN_LENGTH - 1))
@@ -82,11 +85,11 @@ def edits1(word: str) -> set[str]:
 
 def corrections(tokens: Iterable[str], df: Callable[[Sequence[str]], Sequence[int]],
                 is_word: Callable[[str], bool]) -> dict[str, str]:
-    """``term -> correction`` for the ``tokens`` (BM25 terms) of at least :data:`MIN_LENGTH`
-    ASCII letters that no passage holds (``df``: how many of the library's passages hold each
+    """``term -> correction`` for the ``tokens`` (BM25 terms) of :data:`MIN_LENGTH` to
+    :data:`MAX_TERM` ASCII letters that no passage holds (``df``: how many of the library's passages hold each
     word) and ``is_word`` does not know: the word one edit away held by the most passages, if at
     least :data:`MIN_DF`; equal counts go to the alphabetically first."""
-    unknown = [t for t in dict.fromkeys(tokens) if len(t) >= MIN_LENGTH and t.isascii() and t.isalpha()]
+    unknown = [t for t in dict.fromkeys(tokens) if MIN_LENGTH <= len(t) <= MAX_TERM and t.isascii() and t.isalpha()]
     if not unknown:
         return {}
     out: dict[str, str] = {}
