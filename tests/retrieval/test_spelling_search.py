@@ -77,5 +77,13 @@ def test_an_english_word_is_searched_as_written(engine: Engine, monkeypatch: pyt
     question = "How wide was the expanse in 2015?"
     assert known_word("expanse") and not known_word("advertsing")
     assert not any(n.startswith("spelling") for n in _search(engine, question).notes)
-    monkeypatch.setattr("ragspine.retrieval.spelling.known_word", lambda word: False)
+    monkeypatch.setattr("ragspine.retrieval.vocabulary.known_word", lambda word: False)
     assert "spelling: also searched 'expense' for 'expanse'" in _search(engine, question).notes
+
+
+def test_a_word_written_as_a_name_is_not_corrected_to_a_word(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "Expanse" mid-sentence is a name (a company, a ship); as a word it would be "expense".
+    # (The word list is turned off so that only the name rule can keep it.)
+    monkeypatch.setattr("ragspine.retrieval.vocabulary.known_word", lambda word: False)
+    assert "spelling: also searched 'expense' for 'expanse'" in _search(engine, "How wide was the expanse?").notes
+    assert not any(n.startswith("spelling") for n in _search(engine, "How wide was the Expanse?").notes)

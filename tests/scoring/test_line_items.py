@@ -22,6 +22,17 @@ from ragspine.scoring.tokenizer import token_id
      {"net income", "total shareholders equity", "total stockholders equity"}),
     ("该公司2022年的资产负债率是多少？", {"负债合计", "资产总计"}),
     ("2021年毛利率为多少", {"营业收入", "营业成本"}),
+    ("What was the return on shareholders' equity?", {"net income", "total shareholders equity", "total stockholders equity"}),
+    ("return on stockholders\u2019 equity in 2019", {"net income", "total shareholders equity", "total stockholders equity"}),
+    ("What was the gross profit margin?", {"revenue", "net sales", "cost of sales", "cost of revenue", "gross profit"}),
+    ("What was the operating  profit\nmargin?", {"operating income", "revenue", "net sales"}),  # any white space
+    ("What was the profit margin?", {"net income", "revenue", "net sales"}),
+    ("What was the fixed asset turnover?", {"revenue", "net sales", "property and equipment"}),
+    ("What was the asset turnover?", {"revenue", "net sales", "total assets"}),
+    ("What is the EPS?", {"net income", "weighted average shares", "diluted"}),
+    ("净资产收益率是多少", {"净利润", "所有者权益合计", "股东权益合计"}),  # not also 资产收益率's 资产总计
+    ("总资产收益率是多少", {"净利润", "资产总计"}),
+    ("2022年净利润率", {"净利润", "营业收入"}),
 ])
 def test_a_named_metric_names_its_line_items(question: str, expected: set[str]) -> None:
     assert set(line_items(question)) == expected
@@ -31,6 +42,7 @@ def test_a_named_metric_names_its_line_items(question: str, expected: set[str]) 
     "What's the geographic market name for EPS Code AR01?",  # a product code, not earnings per share
     "What is the total revenue of Acme Robotics in 2023?",  # revenue is a line of its own
     "How many people were surveyed about the economy?",
+    "What is the non-current ratio of the fund?",
     "",
 ])
 def test_a_question_naming_no_metric_names_no_line(question: str) -> None:
@@ -57,6 +69,9 @@ def test_only_the_start_of_a_long_text_is_read() -> None:
 
 def test_line_item_tokens_leave_the_fillers_out() -> None:
     assert line_item_tokens("What is the current ratio?") == ["current", "assets", "current", "liabilities"]
+    # Of a Chinese item, its character pairs, less those of glue and fillers (负债合计: 负债 only).
+    assert line_item_tokens("资产负债率是多少") == ["负债", "资产"]
+    assert line_item_tokens("毛利率") == ["营业", "业收", "收入", "营业", "业成", "成本"]
 
 
 def _weights(text: str, w: float) -> dict[int, float]:
@@ -67,7 +82,7 @@ def _weights(text: str, w: float) -> dict[int, float]:
 def test_the_query_vector_adds_the_line_items_at_their_weight() -> None:
     q = "What is 3M's current ratio in 2019?"
     off, on = _weights(q, 0.0), _weights(q, 0.4)
-    assert off == _weights(q, 0.0) and token_id("liabilities") not in off
+    assert token_id("liabilities") not in off
     # The question's own terms keep their counts; "current" is one of them, so it is not added again.
     assert {i: on[i] for i in off} == off
     assert on[token_id("current")] == off[token_id("current")] == 1.0
@@ -79,3 +94,17 @@ def test_the_query_vector_adds_the_line_items_at_their_weight() -> None:
 def test_a_question_naming_no_metric_gets_the_same_vector() -> None:
     q = "What does the chart of revenue by segment show?"
     assert _weights(q, 1.0) == _weights(q, 0.0)
+
+
+def test_the_line_items_never_outweigh_the_question() -> None:
+    # "free cash flow": net cash provided by operating activities, capital expenditures,
+    # purchases of property and equipment: 9 terms besides "cash", which the question holds,
+    # against the question's 4 (2019, free, cash, flow): each at 4 / 9.
+    q = "2019 free cash flow"
+    own = _weights(q, 0.0)
+    added = {i: v for i, v in _weights(q, 1.0).items() if i not in own}
+    assert len(own) == 4 and len(added) == 9
+    assert list(added.values()) == pytest.approx([4 / 9] * 9)
+    assert sum(added.values()) == pytest.approx(len(own))
+    # Fewer line items than the question's terms: each at the full weight.
+    assert set(v for i, v in _weights("What is 3M's current ratio in 2019?", 1.0).items()) == {1.0}

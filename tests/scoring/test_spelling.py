@@ -9,16 +9,17 @@ import pytest
 from ragspine.scoring.spelling import (
     MAX_CORRECTIONS,
     MAX_TERM,
+    MAX_TRIED,
+    capitalised,
     MAX_WORDS,
     MIN_DF,
     MIN_LENGTH,
     corrections,
     edits1,
     misspelt_names,
-    one_edit,
 )
 
-NAMES = {"netflix", "amazon", "boeing", "northwind", "3m", "acme", "robotics"}
+NAMES = frozenset({"netflix", "amazon", "boeing", "northwind", "3m", "acme", "robotics"})
 
 
 @pytest.mark.parametrize(("a", "b", "expected"), [
@@ -32,8 +33,8 @@ NAMES = {"netflix", "amazon", "boeing", "northwind", "3m", "acme", "robotics"}
     ("xetflix", "netflax", False),  # two changes
     ("boeing", "being", True),
 ])
-def test_one_edit(a: str, b: str, expected: bool) -> None:
-    assert one_edit(a, b) is expected and one_edit(b, a) is expected
+def test_edits1_holds_exactly_the_words_one_edit_away(a: str, b: str, expected: bool) -> None:
+    assert (b in edits1(a)) is expected and (a in edits1(b)) is expected
 
 
 @pytest.mark.parametrize(("question", "expected"), [
@@ -47,20 +48,38 @@ def test_one_edit(a: str, b: str, expected: bool) -> None:
     ("What did Acmee say?", set()),  # "acme" is shorter than MIN_LENGTH: too many words are near it
 ])
 def test_misspelt_names(question: str, expected: set[str]) -> None:
-    assert misspelt_names(question, NAMES) == expected
+    assert set(misspelt_names(question, NAMES, lambda w: False).values()) == expected
+
+
+def test_an_english_word_names_no_company() -> None:
+    # "Human" is one edit from Humana and "Macron" from Micron, but they are words.
+    names = frozenset({"humana", "micron"})
+    english = {"human", "macron", "capital"}.__contains__
+    assert misspelt_names("What does the Human Capital section say?", names, english) == {}
+    assert misspelt_names("What did President Macron say?", names, english) == {}
+    assert misspelt_names("What did Humanna say?", names, english) == {"humanna": "humana"}
+    assert misspelt_names("What did Humanna say?", names, lambda w: False) == {"humanna": "humana"}
 
 
 def test_short_names_are_never_guessed() -> None:
     assert MIN_LENGTH == 5
-    assert misspelt_names("What did Acne report?", {"acme"}) == set()
-    assert misspelt_names("What did Acmes report?", {"acmes"}) == set()  # itself
-    assert misspelt_names("What did Acmex report?", {"acmes"}) == {"acmes"}
+    no = lambda w: False  # noqa: E731
+    assert misspelt_names("What did Acne report?", frozenset({"acme"}), no) == {}
+    assert misspelt_names("What did Acmes report?", frozenset({"acmes"}), no) == {}  # itself
+    assert misspelt_names("What did Acmex report?", frozenset({"acmes"}), no) == {"acmex": "acmes"}
 
 
 def test_only_the_first_words_are_read() -> None:
     filler = " ".join(["and Zzzzzz"] * MAX_WORDS)
-    assert misspelt_names(f"What of {filler} and Neflix?", NAMES) == set()  # past the bound
-    assert misspelt_names(f"What of Neflix {filler}?", NAMES) == {"netflix"}
+    no = lambda w: False  # noqa: E731
+    assert misspelt_names(f"What of {filler} and Neflix?", NAMES, no) == {}  # past the bound
+    assert misspelt_names(f"What of Neflix {filler}?", NAMES, no) == {"neflix": "netflix"}
+
+
+def test_the_words_written_as_names() -> None:
+    assert capitalised("  Being of the Neflix (Amazom) company. Revenue rose; \"Netfilx\" said Human") == [
+        "neflix", "amazom", "netfilx", "human"]  # not the first word, nor "Revenue" after a full stop
+    assert capitalised("ＮＥＴＦＬＩＸ and Ｎｅｆｌｉｘ") == ["neflix"]  # full-width letters read as ASCII
 
 
 # -- words the library holds ----------------------------------------------------------------------
@@ -81,8 +100,9 @@ def test_edits1_is_every_word_one_edit_away() -> None:
     e = edits1("abc")
     assert {"ab", "bc", "ac", "bac", "acb", "abd", "xbc", "abcd", "zabc"} <= e
     assert "abc" not in e and "cab" not in e  # itself; two edits
-    # n deletions, n-1 swaps, 26n changes (n of them the word itself), 26(n+1) insertions, less repeats
-    assert len(edits1("abcdef")) <= 6 + 5 + 26 * 6 + 26 * 7
+    # 6 deletions + 5 swaps + 6 x 25 changes + 7 x 26 insertions = 343, less the 6 insertions
+    # that repeat a letter next to itself, each made twice ("aabcdef" before or after the "a")
+    assert len(edits1("abcdef")) == 343 - 6
 
 
 def test_a_misspelt_word_is_corrected_to_the_librarys_word() -> None:
@@ -125,3 +145,22 @@ def test_a_term_longer_than_any_word_is_not_looked_up() -> None:
     assert corrections([long], counting, lambda w: False) == {} and looked == []
     corrections([long[:MAX_TERM]], counting, lambda w: False)
     assert looked[0] == 1 and looked[1] > 1000  # at the bound: the term, then its ~1,700 neighbours
+
+
+def test_a_name_is_not_corrected_to_a_word() -> None:
+    # "Zillow" is no English word and the library does not hold it; "willow" is one edit away.
+    held = {"willow": 9}.get
+    lookup = lambda ws: [held(w, 0) for w in ws]  # noqa: E731
+    assert corrections(["zillow"], lookup, lambda w: False) == {"zillow": "willow"}
+    assert corrections(["zillow"], lookup, lambda w: False, skip={"zillow"}) == {}
+
+
+def test_at_most_a_few_unknown_terms_are_looked_up() -> None:
+    looked: list[int] = []
+
+    def counting(words):  # type: ignore[no-untyped-def]
+        looked.append(len(words))
+        return [0] * len(words)
+
+    corrections([f"zzzz{c}q" for c in "abcdefghijklmnop"], counting, lambda w: False)
+    assert len(looked) == 1 + MAX_TRIED  # the terms themselves, then the neighbours of MAX_TRIED

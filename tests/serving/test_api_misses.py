@@ -17,6 +17,7 @@ PDF = make_pdf([
     Page(["Energy use per container fell by a fifth once shore power reached every berth of the port."]),
     Page(["A second rail link to the inland depot is planned for the end of the decade."]),
     Page(["Revenue rose to 412 million dollars in 2023, driven by container handling fees."]),
+    Page(["Net income was 61 million dollars; total equity reached 900 million dollars."]),
 ])
 NONSENSE = "xylophonequark zanzibarite"
 
@@ -44,6 +45,16 @@ def test_a_nonsense_query_is_a_miss_and_counted_twice(c: Any) -> None:
         assert any(n.startswith("miss: no query term occurs") for n in res["notes"]), res["notes"]
     gaps = c.get("/v1/libraries/lib/gaps").json()["gaps"]
     assert [(g["query"], g["hit_count"]) for g in gaps] == [(NONSENSE, 2)]
+
+
+def test_what_the_search_adds_to_a_question_does_not_hide_a_miss(c: Any) -> None:
+    # "ROE" names the metric whose line items ("net income", "equity") the library holds; the
+    # question's own words it holds nowhere: still a miss, and the gap log learns of it.
+    query = NONSENSE + " ROE"
+    res = search(c, query)
+    assert any(n.startswith("line_items:") for n in res["notes"]), res["notes"]
+    assert res["hits"] == [] and any(n.startswith("miss: no query term occurs") for n in res["notes"]), res
+    assert [g["query"] for g in c.get("/v1/libraries/lib/gaps").json()["gaps"]] == [query.lower()]
 
 
 def test_a_question_in_other_words_is_still_answered(c: Any) -> None:

@@ -50,13 +50,14 @@ from ragspine.retrieval.request import (
     SearchResponse,
 )
 from ragspine.retrieval.rerank import Reranking
-from ragspine.retrieval.spelling import library_corrections
+from ragspine.retrieval.vocabulary import holds_any, library_corrections
 from ragspine.scoring.bm25 import query_vector, respelt
 from ragspine.scoring.fusion import rrf
 from ragspine.scoring.line_items import line_items
 from ragspine.scoring.page_refs import figure_refs, page_refs
 from ragspine.scoring.query_terms import query_tokens
 from ragspine.scoring.query_text import split_instructions
+from ragspine.scoring.spelling import capitalised
 from ragspine.scoring.tokenizer import query_language
 from ragspine.store.base import Store
 from ragspine.store.predicates import Predicate, check_types, merge_field_types, parse_filters
@@ -83,12 +84,16 @@ class Trace:
     top_dense: float | None = None
     #: Libraries whose dense channel ran: their active versions and models (the miss background).
     dense_libraries: dict[str, tuple[Any, Any]] = field(default_factory=dict)
-    #: Misspelt terms also searched as the library's word (retrieval/spelling.py).
-    respelt: dict[str, str] = field(default_factory=dict)
+    #: Misspelt words also searched as the library's, ``(word, correction)`` in order
+    #: (retrieval/vocabulary.py).
+    respelt: dict[tuple[str, str], None] = field(default_factory=dict)
+    #: Libraries whose BM25 query had terms added (line items, corrections): whether the
+    #: library holds any of the question's own terms, which is what tells a miss.
+    own_terms: dict[str, bool] = field(default_factory=dict)
 
     def note(self, outputs: list[ChannelPages], library: str, active: Any, lm: Any) -> None:
         for o in outputs:
-            if o.name in ("bm25", "bm25_page") and o.pages:
+            if o.name in ("bm25", "bm25_page") and o.pages and library not in self.own_terms:
                 self.bm25_found = True
             if o.name == "dense":
                 self.dense_libraries[library] = (active, lm)
@@ -177,7 +182,7 @@ class Searcher:
                 plan.notes.append(note)
         if trace.respelt:
             plan.notes.append("spelling: also searched " + ", ".join(
-                f"{right!r} for {wrong!r}" for wrong, right in trace.respelt.items()))
+                f"{right!r} for {wrong!r}" for wrong, right in trace.respelt))
         timings["total"] = round((time.perf_counter() - t0) * 1000, 3)
         if self.lexical is not None and plan.mode != "vector":
             for lib in req.libraries:
@@ -214,6 +219,9 @@ class Searcher:
         priors = Priors.of(s)
         qv = query_vector(req.query, counts=s.bm25_query_counts, drop_question_words=s.bm25_drop_question_words,
                           line_item_weight=s.line_item_weight)
+        # The question's own terms, without its metrics' line items: a miss is told by them.
+        own = (query_vector(req.query, counts=s.bm25_query_counts, drop_question_words=s.bm25_drop_question_words)
+               if s.line_item_weight > 0 and line_items(req.query) else qv)
         limit = min(max(MIN_CANDIDATES, CANDIDATE_FACTOR * req.top_k), 4 * s.max_top_k)
         depth = max(req.top_k, s.rerank_depth) if req.rerank else req.top_k
         refs = page_refs(req.query) if priors.page_weight > 0 else frozenset()
@@ -221,6 +229,7 @@ class Searcher:
         lexical_only = not plan.visual and not plan.dense and plan.mode != "vector"
         terms = (query_tokens(req.query, drop_question_words=s.bm25_drop_question_words)
                  if s.spelling_corrections and plan.mode != "vector" else [])
+        names = set(capitalised(req.query)) if terms else set()
         cands: dict[PageKey, Cand] = {}
         per_lib: list[list[PageKey]] = []
         visual_ran = False
@@ -234,10 +243,17 @@ class Searcher:
             named = self.documents.scores(lib, req.query, active) if priors.document_weight > 0 else {}
             pages = self.page_numbers.pages(lib, refs, active, figures)
             # Not under a key's filter: a correction would tell the key a word of documents it
-            # cannot see.
-            fixes = library_corrections(self.lexical, lib, terms) if terms and lib not in scope else {}
-            trace.respelt.update(fixes)
+            # cannot see. Names are corrected against the documents' names, other words against
+            # the library's words.
+            fixes = ({**library_corrections(self.lexical, lib, terms, names),
+                      **self.documents.respelt(lib, req.query, active)} if terms and lib not in scope else {})
+            trace.respelt.update(dict.fromkeys(fixes.items()))
             lqv = respelt(qv, fixes)
+            if lqv.indices != own.indices:
+                held = holds_any(self.lexical, lib, own.indices)
+                if held is not None:
+                    trace.own_terms[lib] = held
+                    trace.bm25_found = trace.bm25_found or held
             ranking: list[tuple[PageKey, float]] | None = None
             if self.lexical is not None and lexical_only:
                 # The whole candidate list only when a prior may lift pages from below the depth.

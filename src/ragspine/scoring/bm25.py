@@ -70,12 +70,17 @@ def query_vector(text: str, counts: bool = True, drop_question_words: bool = Tru
     question words are left out (:func:`ragspine.scoring.query_terms.query_tokens`).
     ``line_item_weight`` > 0: the statement line items of the financial metrics the query
     names (:func:`ragspine.scoring.line_items.line_items`) are searched too, each of their
-    terms the query does not hold once, at that weight."""
+    terms the query does not hold once, at that weight; where they outnumber the query's own
+    distinct terms, at that weight times own / added, so that together they never weigh more
+    than the question."""
     toks = query_tokens(text, drop_question_words=drop_question_words)
     tf = _merge_ids(Counter(toks) if counts else Counter(set(toks)))
     if line_item_weight > 0:
-        for i in _merge_ids(Counter(set(line_item_tokens(text)) - set(toks))):
-            tf.setdefault(i, line_item_weight)
+        added = set(line_item_tokens(text)) - set(toks)
+        if added:
+            w = line_item_weight * min(1.0, len(set(toks)) / len(added))
+            for i in _merge_ids(Counter(added)):
+                tf.setdefault(i, w)
     idx = sorted(tf)
     return SparseVector(idx, [tf[i] for i in idx])
 
@@ -97,8 +102,19 @@ def respelt(qv: SparseVector, fixes: Mapping[str, str]) -> SparseVector:
 #: Words of the line items' names that say nothing about which line ("total current assets"
 #: searches "current" and "assets"; every statement page says "total").
 _FILLER = frozenset("and of the for by in on to from total".split())
+#: Characters of glue and of the fillers' words ("的", "和"; "合计", "总计", "其他"): a pair
+#: with one of them names no line ("支付的现金": "付的", "的现"; "负债合计": "债合").
+_GLUE = frozenset("的和、合总其他")
 
 
 def line_item_tokens(text: str) -> list[str]:
-    """The BM25 tokens of the line items ``text``'s metrics are computed from, less fillers."""
-    return [t for item in line_items(text) for t in tokenize(item) if t not in _FILLER]
+    """The BM25 tokens of the line items ``text``'s metrics are computed from, less fillers; of
+    a Chinese item, its character pairs only (each character alone matches too much)."""
+    out = []
+    for item in line_items(text):
+        for t in tokenize(item):
+            cjk = not t.isascii()
+            if t in _FILLER or (cjk and (len(t) == 1 or _GLUE & set(t))):
+                continue
+            out.append(t)
+    return out

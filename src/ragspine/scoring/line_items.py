@@ -7,9 +7,10 @@ balance sheet, "Net income" on the income statement. BM25 over the question's ow
 the pages that discuss the metric in prose (the MD&A, the compensation section), not the
 statements that hold its inputs, and on a shelf of filings the boilerplate of 30 companies says
 "return on assets" as often as the right one. :func:`line_items` names the inputs, by the
-textbook definition of each metric, so the BM25 query also searches them, at a lower weight than
-the question's own words (``RAGSPINE_LINE_ITEM_WEIGHT``; docs/measured.md, "Metrics searched by
-their line items").
+textbook definition of each metric, so the BM25 query also searches them
+(:func:`ragspine.scoring.bm25.query_vector`): each of their terms at ``RAGSPINE_LINE_ITEM_WEIGHT``
+(1, a question word's weight), less when they outnumber the question's own terms, so that they
+never outweigh the question (docs/measured.md, "Metrics searched by their line items").
 
 Why by hand: this is accounting vocabulary, not a statistical expansion. A learned expansion
 (RM3, a query-generation model) would need the shelf's own relevance feedback, which a metric's
@@ -31,7 +32,7 @@ METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Returns.
     (r"\breturn on (?:average )?(?:total )?assets?\b|\broaa?\b",
      ("net income", "total assets")),
-    (r"\breturn on (?:average )?(?:shareholders'?|stockholders'?|common )?equity\b|\broa?e\b",
+    (r"\breturn on (?:average )?(?:(?:share|stock)holders['’]? |common )?equity\b|\broa?e\b",
      ("net income", "total shareholders equity", "total stockholders equity")),
     (r"\breturn on (?:average )?capital employed\b|\broce\b",
      ("operating income", "total assets", "total current liabilities")),
@@ -42,7 +43,7 @@ METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("revenue", "net sales", "cost of sales", "cost of revenue", "gross profit")),
     (r"\boperating (?:profit |income )?margins?\b",
      ("operating income", "revenue", "net sales")),
-    (r"\b(?:net (?:profit |income )?|profit )margins?\b",
+    (r"\bnet (?:profit |income )?margins?\b|(?<!gross )(?<!operating )\bprofit margins?\b",
      ("net income", "revenue", "net sales")),
     (r"\bebitda\b",
      ("operating income", "depreciation", "amortization", "revenue")),
@@ -53,7 +54,7 @@ METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Liquidity.
     (r"\bworking capital\b",
      ("total current assets", "total current liabilities")),
-    (r"\bcurrent ratio\b",
+    (r"(?<!non-)(?<!non )\bcurrent ratio\b",
      ("total current assets", "total current liabilities")),
     (r"\b(?:quick|acid[- ]test) ratio\b",
      ("cash and cash equivalents", "short-term investments", "accounts receivable", "total current liabilities")),
@@ -64,7 +65,7 @@ METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Leverage and coverage.
     (r"\bdebt[- ]to[- ](?:total )?(?:equity|capital)\b|\bleverage ratio\b|\bgearing\b",
      ("long-term debt", "short-term borrowings", "total equity")),
-    (r"(?<!term )(?<!-term )\bdebt ratio\b",
+    (r"(?<!term )\bdebt ratio\b",
      ("total liabilities", "total assets")),
     (r"\bcapitali[sz]ation ratio\b",
      ("long-term debt", "total equity")),
@@ -77,7 +78,7 @@ METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"\bnet debt\b",
      ("long-term debt", "cash and cash equivalents")),
     # Activity.
-    (r"\b(?:total )?asset turnover\b",
+    (r"(?<!fixed )\basset turnover\b",
      ("revenue", "net sales", "total assets")),
     (r"\bfixed asset turnover\b",
      ("revenue", "net sales", "property and equipment")),
@@ -98,7 +99,7 @@ METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("purchases of property and equipment", "capital expenditures")),
     (r"\b(?:dividend )?payout ratio\b|\bretention ratio\b",
      ("dividends", "net income")),
-    (r"\bearnings per share\b|\b(?:diluted|basic) eps\b|\beps (?:of|for|in)\b",
+    (r"\bearnings per share\b|\b(?:diluted|basic|the|its) eps\b|'s eps\b|\beps (?:of|for|in)\b",
      ("net income", "weighted average shares", "diluted")),
     (r"\bbook value per share\b",
      ("total shareholders equity", "shares outstanding")),
@@ -108,9 +109,9 @@ METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"资产负债率", ("负债合计", "资产总计")),
     (r"毛利率", ("营业收入", "营业成本")),
     (r"(?:净资产|权益|股东权益)(?:收益率|回报率)", ("净利润", "所有者权益合计", "股东权益合计")),
-    (r"(?:总资产|资产)(?:收益率|回报率|报酬率)", ("净利润", "资产总计")),
+    (r"(?<!净)(?:总资产|资产)(?:收益率|回报率|报酬率)", ("净利润", "资产总计")),
     (r"营业利润率", ("营业利润", "营业收入")),
-    (r"(?:销售)?净利率", ("净利润", "营业收入")),
+    (r"净利(?:润)?率", ("净利润", "营业收入")),
     (r"流动比率", ("流动资产合计", "流动负债合计")),
     (r"速动比率", ("流动资产合计", "存货", "流动负债合计")),
     (r"营运资[本金]", ("流动资产合计", "流动负债合计")),
@@ -123,6 +124,7 @@ METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"利息保障倍数", ("利息费用", "利润总额")),
 )
 
+_SPACE = re.compile(r"\s+")
 _COMPILED = tuple((re.compile(pattern), items) for pattern, items in METRICS)
 #: Longest question read for metrics; a pasted document is not a question about a ratio.
 MAX_QUESTION = 2_000
@@ -131,7 +133,7 @@ MAX_QUESTION = 2_000
 def line_items(question: str) -> tuple[str, ...]:
     """The line items the metrics ``question`` names are computed from, in table order, each
     once; empty when it names none."""
-    text = unicodedata.normalize("NFKC", question[:MAX_QUESTION]).lower()
+    text = _SPACE.sub(" ", unicodedata.normalize("NFKC", question[:MAX_QUESTION]).lower())
     out: dict[str, None] = {}
     for pattern, items in _COMPILED:
         if pattern.search(text):

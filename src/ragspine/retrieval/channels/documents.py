@@ -11,8 +11,8 @@ years (``fiscal_year``, ``period``) - and scores a question:
 - ``NAMED`` when every distinctive word of one of the document's names is a word of the
   question ("3M" for "3M Company"; "Acme Robotics" needs both words, so "Acme Holdings" is not
   named by a question about Acme Robotics);
-- a capitalised word of the question one edit from a name's word counts as that word ("Neflix";
-  :mod:`ragspine.scoring.spelling`);
+- a capitalised word of the question, not a sentence's first and no English word, one edit from
+  a name's word counts as that word ("Neflix"; :mod:`ragspine.scoring.spelling`);
 - plus ``YEAR`` when the question also holds one of the document's years;
 - plus ``KIND`` when the question says which kind of document it is about ("in the slides",
   "this paper", "the guidebook", "the 10-K"; :data:`KIND_PHRASES`) and the document is of that
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragspine.catalog import Libraries
+from ragspine.ocr.words import known_word
 from ragspine.retrieval.channels.entries import EntryIndex
 from ragspine.scoring.query_terms import query_tokens
 from ragspine.scoring.spelling import misspelt_names
@@ -155,6 +156,12 @@ class DocumentChannel:
         #: library -> (the docs dict they were read from, the words of its documents' names)
         self._words: dict[str, tuple[dict[str, Naming], frozenset[str]]] = {}
 
+    def respelt(self, library: str, text: str, active: Mapping[str, int]) -> dict[str, str]:
+        """``word -> name word`` for the question's names misspelt by one edit
+        (:func:`ragspine.scoring.spelling.misspelt_names`), for BM25 to search as well."""
+        docs = self._docs.get(library, active) if active else {}
+        return misspelt_names(text, self._name_words(library, docs), known_word) if docs else {}
+
     def _name_words(self, library: str, docs: dict[str, Naming]) -> frozenset[str]:
         cached = self._words.get(library)
         if cached is None or cached[0] is not docs:  # rebuilt with the entries (a benign race)
@@ -170,7 +177,7 @@ class DocumentChannel:
             return {}
         # Question words kept: "Who" is not a company, but dropping them costs nothing here.
         question = set(query_tokens(text, drop_question_words=True))
-        question |= misspelt_names(text, self._name_words(library, docs))  # "Neflix" names Netflix
+        question.update(misspelt_names(text, self._name_words(library, docs), known_word).values())  # "Neflix"
         kinds = kinds_named(text)
         out = {d: named_score(question, n, kinds) for d, n in docs.items()}
         return {d: s for d, s in out.items() if s > 0}
