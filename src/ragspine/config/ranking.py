@@ -104,7 +104,7 @@ class RankingSettings(BaseSettings):
     line_item_weight: float = Field(default=DEFAULT_LINE_ITEM_WEIGHT, ge=0, le=1, allow_inf_nan=False)
     #: A question's BM25 term that no passage of a library holds and that is no English word
     #: ("advertsing") also searches the library's word one edit away that the most passages hold
-    #: ("advertising"), if at least 3 do; the answer's notes say so (retrieval/spelling.py).
+    #: ("advertising"), if at least 3 do; the answer's notes say so (retrieval/vocabulary.py).
     #: Needs the library's in-memory BM25 index; never under a key's filters.
     spelling_corrections: bool = True
     #: A page's score gains this share of its better-ranked neighbour's (the page before or
