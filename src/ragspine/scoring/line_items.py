@@ -22,6 +22,7 @@ Only named metrics expand: a question naming none searches exactly its own words
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -126,14 +127,20 @@ METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 _SPACE = re.compile(r"\s+")
 _COMPILED = tuple((re.compile(pattern), items) for pattern, items in METRICS)
+#: Any metric at all: most questions name none, and one search tells (a search reads a
+#: question three times, for the query, the note and the miss check: the answer is cached).
+_ANY = re.compile("|".join(f"(?:{pattern})" for pattern, _ in METRICS))
 #: Longest question read for metrics; a pasted document is not a question about a ratio.
 MAX_QUESTION = 2_000
 
 
+@functools.lru_cache(maxsize=1024)
 def line_items(question: str) -> tuple[str, ...]:
     """The line items the metrics ``question`` names are computed from, in table order, each
     once; empty when it names none."""
     text = _SPACE.sub(" ", unicodedata.normalize("NFKC", question[:MAX_QUESTION]).lower())
+    if not _ANY.search(text):
+        return ()
     out: dict[str, None] = {}
     for pattern, items in _COMPILED:
         if pattern.search(text):

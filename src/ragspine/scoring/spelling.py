@@ -88,14 +88,16 @@ def corrections(tokens: Iterable[str], df: Callable[[Sequence[str]], Sequence[in
     does not know: the word one edit away held by the most passages, if at least
     :data:`MIN_DF`; equal counts go to the alphabetically first. At most :data:`MAX_TRIED`
     terms are looked up."""
+    # English words first: a dictionary lookup, where the library's counts cost a search each.
     unknown = [t for t in dict.fromkeys(tokens)
-               if MIN_LENGTH <= len(t) <= MAX_TERM and t.isascii() and t.isalpha() and t not in skip]
+               if MIN_LENGTH <= len(t) <= MAX_TERM and t.isascii() and t.isalpha() and t not in skip
+               and not is_word(t)]
     if not unknown:
         return {}
     out: dict[str, str] = {}
     tried = 0
     for term, n in zip(unknown, df(unknown)):
-        if n > 0 or is_word(term):
+        if n > 0:
             continue
         tried += 1
         cands = sorted(edits1(term))
