@@ -80,9 +80,9 @@ DEFAULT_PAGE_NUMBER_WEIGHT = 1.0
 #: The weight of each term of the statement line items a financial question's metric is computed
 #: from ("return on assets": net income, total assets), against 1 for each of the question's own
 #: terms (scoring/line_items.py). On MMLongBench (OCR auto, economy) 0.5 and 1 lifted its
-#: financial reports' nDCG@10 by 0.019 and 0.045, TAT-QA lost 0.0010 and 0.0008 (its passages
-#: print the metric itself); Cranfield and CMRC2018 name no metric (docs/measured.md, "Metrics
-#: searched by their line items").
+#: financial reports' nDCG@10 by 0.019 and 0.045; TAT-QA's economy lost 0.0009 at 1 (its
+#: passages print the metric itself); Cranfield and CMRC2018 name no metric (docs/measured.md,
+#: "Metrics searched by their line items").
 DEFAULT_LINE_ITEM_WEIGHT = 1.0
 #: A page's share of its better-ranked neighbour's score.
 DEFAULT_NEIGHBOUR_WEIGHT = 0.0
