@@ -8,6 +8,7 @@ company's page that names the metric."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,9 @@ import pdfs
 from pdfs import Page
 from ragspine.config import Settings
 from ragspine.engine import Engine
+from ragspine.catalog.ids import point_id
+from ragspine.retrieval.fusion import Cand
+from ragspine.retrieval.hits import HitAssembler
 from ragspine.retrieval.search import SearchRequest
 
 LIB = "filings"
@@ -87,3 +91,42 @@ def test_the_answer_says_which_lines_were_searched(shelf: Engine) -> None:
     assert "line_items: BM25 also searched net income, total assets" in notes(1.0)
     assert not any(n.startswith("line_items") for n in notes(0.0))
     assert not any(n.startswith("line_items") for n in notes(1.0, "What does Initech's board discuss?"))
+
+
+def test_a_page_found_whole_cites_the_passage_holding_what_was_searched(tmp_path: Path) -> None:
+    # A page the page channel alone found (no passage of it among the passage channel's
+    # candidates) cites the passage holding the most of what was searched: the question's terms
+    # and the tokens the search added, not the note that says "2018" alone.
+    note = f"Statements of operations for fiscal 2018. {pdfs.words(400)}"
+    lines = "Revenue 5,210 Cost of sales 3,100 Operating income 1,020 Net income 802"
+    eng = Engine(Settings(data_dir=tmp_path, dense_model="none", ocr="off"))
+    try:
+        eng.create_library(LIB)
+        eng.ingest(LIB, pdfs.make_pdf([Page([note, lines])]), {"doc_id": "initech-10k-2018"})
+        assembler = eng.searcher_for(eng.settings).assembler
+        key = (LIB, "initech-10k-2018", 1)
+        req = SearchRequest(query=QUESTION, libraries=[LIB], mode="bm25", top_k=1)
+
+        def cited(also: tuple[str, ...]) -> str:
+            cands = {key: Cand(page_id=point_id("initech-10k-2018", 1, 1, "page"))}
+            return assembler.hits(req, [key], cands, {}, also)[0].text
+
+        assert cited(()).startswith("Statements of operations for fiscal 2018.")
+        assert "Net income 802" in cited(("net", "income"))
+    finally:
+        eng.close()
+
+
+def test_the_search_hands_the_citations_its_added_tokens(shelf: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[str, ...]] = []
+    original = HitAssembler.hits
+
+    def spy(self, req, keys, cands, timings, also=()):  # type: ignore[no-untyped-def]
+        seen.append(tuple(also))
+        return original(self, req, keys, cands, timings, also)
+
+    monkeypatch.setattr(HitAssembler, "hits", spy)
+    ranked(shelf, QUESTION, 1.0)
+    ranked(shelf, QUESTION.replace("Initech", "Initeck"), 1.0)  # a name one edit off
+    ranked(shelf, QUESTION, 0.0)
+    assert seen == [("net", "income", "assets"), ("net", "income", "assets", "initech"), ()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragspine.config import Settings
@@ -53,9 +54,10 @@ class HitAssembler:
         self.lexical = lexical
 
     def hits(self, req: SearchRequest, keys: list[PageKey], cands: dict[PageKey, Cand],
-             timings: dict[str, float]) -> list[SearchHit]:
+             timings: dict[str, float], also: Sequence[str] = ()) -> list[SearchHit]:
         """Citations for the ranked pages: one retrieve per library of the passage (or page)
-        points of just these pages."""
+        points of just these pages. A page found whole cites its passage sharing the most of
+        the query's tokens and ``also`` (the tokens the search added: line items, corrections)."""
         t = time.perf_counter()
         qtoks: list[str] | None = None
         want: dict[str, list[str]] = {}
@@ -79,7 +81,8 @@ class HitAssembler:
                 continue
             if c.chunk_id is None:
                 if qtoks is None:
-                    qtoks = query_tokens(req.query, drop_question_words=self.settings.bm25_drop_question_words)
+                    qtoks = [*query_tokens(req.query, drop_question_words=self.settings.bm25_drop_question_words),
+                             *also]
                 p = best_passage(qtoks, p)
             if point_restricted(p):  # defence in depth: never leaves
                 continue

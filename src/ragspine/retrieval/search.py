@@ -51,7 +51,7 @@ from ragspine.retrieval.request import (
 )
 from ragspine.retrieval.rerank import Reranking
 from ragspine.retrieval.vocabulary import holds_any, library_corrections
-from ragspine.scoring.bm25 import query_vector, respelt
+from ragspine.scoring.bm25 import line_item_tokens, query_vector, respelt
 from ragspine.scoring.fusion import rrf
 from ragspine.scoring.line_items import line_items
 from ragspine.scoring.page_refs import figure_refs, page_refs
@@ -298,7 +298,11 @@ class Searcher:
             fusions.append(f"libraries: rrf(k={s.rrf_k})")
         if not order and plan.mode == "vector":
             return self._vector_fallback(req, preds, plan, queries, timings, trace)
-        head = self.assembler.hits(req, order[:depth], cands, timings)
+        # A page found whole cites the passage holding the most of what was searched: the
+        # question's terms, its metrics' line items and its words' corrections.
+        also = [*(line_item_tokens(req.query) if s.line_item_weight > 0 else ()),
+                *(right for _, right in trace.respelt)]
+        head = self.assembler.hits(req, order[:depth], cands, timings, also)
         for h in head:
             h.printed_pages = self.page_numbers.printed(h.library_id, self.libraries.active_versions(h.library_id),
                                                         h.doc_id, h.page)
