@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ragspine.chain.grade import content_terms, grade
+from ragspine.chain.grade import content_terms, grade, specifics
 from ragspine.retrieval.search import SearchHit
 
 
@@ -77,3 +77,24 @@ def test_similarity_is_zero_when_the_dense_channel_found_none_of_the_top_passage
     # without any dense score the channel did not run: no meaning figure, words alone
     g = grade("acme", [hit("acme", bm25=1.0)], min_coverage=0.5, depth=2, min_similarity=0.5)
     assert g.ok and g.similarity is None
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("What share of adults did not go online in 2016?", ["2016"]),
+    ("What is Amazon's FY2017 return on assets?", ["2017", "amazon"]),  # the period's year; a name
+    ("What did Zorblax say about the Beijing plant?", ["zorblax"]),  # "Beijing": a dictionary word
+    ("What does the chart on page 14 show for 2019?", ["2019"]),  # a page it points at is no fact
+    ("What does Figure 12 say about the 40 respondents?", ["40"]),
+    ("Which company grew fastest?", []),
+    ("What was revenue in year 3?", []),  # one digit: too common to tell
+])
+def test_the_specifics_a_question_names(query: str, expected: list[str]) -> None:
+    assert specifics(query, lambda w: w in {"beijing", "figure"}) == expected
+
+
+def test_a_specific_the_document_never_mentions_is_weak() -> None:
+    hs = [hit("acme revenue 2013", bm25=3.0)]
+    g = grade("acme revenue 2016", hs, min_coverage=0.5, depth=3, unmentioned=["2016"])
+    assert (g.ok, g.verdict, g.missing_terms) == (False, "unmentioned", ("2016",))
+    assert g.reason() == "the first hit's document never mentions 2016"
+    assert grade("acme revenue 2016", hs, min_coverage=0.5, depth=3).ok  # coverage 2/3 alone passes

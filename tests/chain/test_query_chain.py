@@ -9,7 +9,7 @@ import pytest
 
 from ragspine.config import Settings
 from ragspine.engine import Engine
-from ragspine.retrieval.search import SearchResponse
+from ragspine.retrieval.search import SearchRequest, SearchResponse
 
 EN = "Acme Holdings reported strong revenue growth in Asia."
 ZH = "阿克米控股在亚洲的营业收入大幅增长。"
@@ -202,5 +202,49 @@ def test_a_variant_over_the_query_limit_is_skipped_not_an_error(data_dir: Path) 
         res = search(eng, "revenue growth", rewrite=True)  # 14 chars; the variant would be 36
         assert [q["query"] for q in res.queries] == ["revenue growth"]
         assert [h.doc_id for h in res.hits] == ["en"]
+    finally:
+        eng.close()
+
+
+def test_corrective_abstains_when_the_document_never_mentions_the_year_asked(data_dir: Path) -> None:
+    # The report is about 2023: asked about 2021, the topic's words are all there (coverage
+    # passes), the year is not; asked about 2023, it answers.
+    eng = make(data_dir)
+    try:
+        eng.ingest_text("lib", "acme-2023", "Acme Holdings revenue in Asia grew 12 percent in 2023.", {"region": "asia"})
+        res = search(eng, "How much did Acme Holdings revenue in Asia grow in 2021?", corrective=True)
+        assert res.abstained and res.hits == []
+        assert res.corrective["steps"][0]["verdict"] == "unmentioned"
+        assert res.corrective["reason"] == "the first hit's document never mentions 2021"
+        assert not search(eng, "How much did Acme Holdings revenue in Asia grow in 2023?", corrective=True).abstained
+    finally:
+        eng.close()
+
+
+def test_the_specifics_rule_can_be_turned_off(data_dir: Path) -> None:
+    eng = make(data_dir, corrective_specifics=False)
+    try:
+        eng.ingest_text("lib", "acme-2023", "Acme Holdings revenue in Asia grew 12 percent in 2023.", {"region": "asia"})
+        res = search(eng, "How much did Acme Holdings revenue in Asia grow in 2021?", corrective=True)
+        assert not res.abstained and "acme-2023" in [h.doc_id for h in res.hits]
+    finally:
+        eng.close()
+
+
+def test_the_specifics_rule_reads_a_misspelt_name_as_corrected_and_not_under_a_keys_filter(data_dir: Path) -> None:
+    eng = make(data_dir)
+    try:
+        eng.ingest_text("lib", "zorblax-2023", "Zorblax revenue in Asia grew 12 percent in 2023.",
+                        {"region": "asia", "entity": "Zorblax"})
+        # "Zorbalx" is Zorblax one swap off: asked as written, the document would never mention it.
+        res = search(eng, "How much did Zorbalx revenue in Asia grow in 2023?", corrective=True)
+        assert not res.abstained and res.hits[0].doc_id == "zorblax-2023"
+        res = search(eng, "How much did Zorblax revenue in Asia grow in 2021?", corrective=True)
+        assert res.abstained and res.corrective["reason"] == "the first hit's document never mentions 2021"
+        # A key whose filter hides part of the library: the rule does not read the documents.
+        req = SearchRequest(query="How much did Zorblax revenue in Asia grow in 2021?", libraries=["lib"],
+                            mode="bm25", corrective=True).scoped({"lib": [{"field": "region", "op": "eq", "value": "asia"}]})
+        res = eng.search(req)
+        assert not res.abstained and res.hits[0].doc_id == "zorblax-2023"
     finally:
         eng.close()

@@ -25,18 +25,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ragspine.chain.gaps import GapLog
 from ragspine.chain.glossary import Glossaries
-from ragspine.chain.grade import Grade, grade
+from ragspine.chain.grade import Grade, grade, specifics
 from ragspine.models.registry import grade_similarity
 from ragspine.chain.postprocess import lost_in_middle, mmr
 from ragspine.chain.rewrite import Rewriter, Variant
 from ragspine.config import Settings
 from ragspine.errors import InvalidRequestError
+from ragspine.ocr.words import known_word
 from ragspine.retrieval.search import PageKey, SearchHit, SearchRequest, SearchResponse, Searcher
 from ragspine.scoring.fusion import rrf
 from ragspine.scoring.query_text import search_text
@@ -147,7 +148,7 @@ class QueryChain:
         s = self.settings
         filters = req.filters
         run = self._run(req, pool, rewriter if rewrite else None, filters, False)
-        g = self._grade(run)
+        g = self._grade(run, req.scope)
         steps: list[dict[str, Any]] = [{"step": "search", **g.to_json()}]
         relaxed = False
         for _ in range(MAX_ACTIONS):
@@ -160,7 +161,7 @@ class QueryChain:
             else:
                 break
             run = self._run(req, pool, rewriter if rewrite else None, filters, False)
-            g = self._grade(run)
+            g = self._grade(run, req.scope)
             steps.append({"step": action, **g.to_json()})
         res = run.response
         if relaxed:
@@ -176,7 +177,7 @@ class QueryChain:
             res.corrective["reason"] = g.reason()
         return run
 
-    def _grade(self, run: _Run) -> Grade:
+    def _grade(self, run: _Run, scope: Mapping[str, Any]) -> Grade:
         s = self.settings
         dense = self.searcher.models.dense
         low, rescue = grade_similarity(getattr(dense, "model_id", None), s.corrective_min_similarity,
@@ -184,8 +185,20 @@ class QueryChain:
         # The grade judges what was searched: an instruction about the answer's form ("write the
         # answer in int format") is in no passage, and would count as missing terms.
         queries = [self._searched(v.query) for v in run.variants]
-        return grade(queries, run.response.hits, min_coverage=s.corrective_min_coverage,
-                     depth=s.corrective_depth, min_similarity=low, rescue_similarity=rescue)
+        hits = run.response.hits
+        unmentioned: list[str] = []
+        lib = hits[0].library_id if hits else None
+        # Not under a key's filters: whether a hidden page mentions a word must not show.
+        if s.corrective_specifics and lib is not None and lib not in scope and queries:
+            wanted = specifics(queries[0], known_word)
+            if wanted and s.spelling_corrections:  # "Neflix" is asked about as Netflix
+                fixes = self.searcher.respelt(lib, queries[0])
+                wanted = list(dict.fromkeys(fixes.get(t, t) for t in wanted))
+            held = self.searcher.document_terms(lib, hits[0].doc_id, wanted) if wanted else None
+            if held is not None:
+                unmentioned = [t for t in wanted if t not in held]
+        return grade(queries, hits, min_coverage=s.corrective_min_coverage, depth=s.corrective_depth,
+                     min_similarity=low, rescue_similarity=rescue, unmentioned=unmentioned)
 
     def _searched(self, query: str) -> str:
         """What of ``query`` the channels search (``RAGSPINE_DROP_ANSWER_INSTRUCTIONS``)."""

@@ -332,6 +332,11 @@ class Settings(RankingSettings):
     #: 0.4 abstained on 22.8% of MMLongBench's unanswerable and 15.8% of its answerable
     #: questions (bench/chain_eval.py; the best ratio of the thresholds 0.3-0.7 measured).
     corrective_min_coverage: float = Field(default=0.4, ge=0.0, le=1.0)
+    #: Corrective grade: a number of two digits or more, or a word written as a name, that the
+    #: question names and the first hit's whole document never mentions makes the answer weak
+    #: ("in 2016" of a report on 2013); read from the library's in-memory BM25 index
+    #: (chain/grade.specifics).
+    corrective_specifics: bool = True
     #: Corrective grade: passages (best first) whose terms count towards the coverage.
     corrective_depth: int = Field(default=3, ge=1, le=50)
     #: Corrective grade by meaning (when the dense channel ran): below this best dense cosine of

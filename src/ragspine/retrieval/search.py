@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +51,7 @@ from ragspine.retrieval.request import (
     SearchResponse,
 )
 from ragspine.retrieval.rerank import Reranking
-from ragspine.retrieval.vocabulary import holds_any, library_corrections
+from ragspine.retrieval.vocabulary import document_holds, holds_any, library_corrections
 from ragspine.scoring.bm25 import line_item_tokens, query_vector, respelt
 from ragspine.scoring.fusion import rrf
 from ragspine.scoring.line_items import line_items
@@ -207,6 +208,20 @@ class Searcher:
             searched=searched if instructions else None,
         )
 
+    def respelt(self, library: str, query: str, active: Any = None) -> dict[str, str]:
+        """``word -> correction`` for ``query``'s misspelt words in ``library``: the words
+        written as names against its documents' names, the others against its words
+        (:mod:`~ragspine.retrieval.vocabulary`). Not for a key with filters on the library."""
+        active = self.libraries.active_versions(library) if active is None else active
+        terms = query_tokens(query, drop_question_words=self.settings.bm25_drop_question_words)
+        return {**library_corrections(self.lexical, library, terms, set(capitalised(query))),
+                **self.documents.respelt(library, query, active)}
+
+    def document_terms(self, library: str, doc_id: str, terms: Sequence[str]) -> set[str] | None:
+        """The ``terms`` some passage of ``doc_id`` holds (the corrective grade asks); ``None``
+        where the library's in-memory index cannot tell."""
+        return document_holds(self.lexical, library, doc_id, terms)
+
     def rerank(self, query: str, hits: list[SearchHit]) -> tuple[list[SearchHit], list[str], list[str], float]:
         """Rerank hits found elsewhere (the query chain's fused variants) with ``query``:
         ``(hits, degraded reasons, notes, ms)``, under the same contract as ``rerank: true``."""
@@ -227,9 +242,7 @@ class Searcher:
         refs = page_refs(req.query) if priors.page_weight > 0 else frozenset()
         figures = figure_refs(req.query) if priors.page_weight > 0 else frozenset()
         lexical_only = not plan.visual and not plan.dense and plan.mode != "vector"
-        terms = (query_tokens(req.query, drop_question_words=s.bm25_drop_question_words)
-                 if s.spelling_corrections and plan.mode != "vector" else [])
-        names = set(capitalised(req.query)) if terms else set()
+        spell = s.spelling_corrections and plan.mode != "vector"
         cands: dict[PageKey, Cand] = {}
         per_lib: list[list[PageKey]] = []
         visual_ran = False
@@ -245,8 +258,7 @@ class Searcher:
             # Not under a key's filter: a correction would tell the key a word of documents it
             # cannot see. Names are corrected against the documents' names, other words against
             # the library's words.
-            fixes = ({**library_corrections(self.lexical, lib, terms, names),
-                      **self.documents.respelt(lib, req.query, active)} if terms and lib not in scope else {})
+            fixes = self.respelt(lib, req.query, active) if spell and lib not in scope else {}
             trace.respelt.update(dict.fromkeys(fixes.items()))
             lqv = respelt(qv, fixes)
             if lqv.indices != own.indices:

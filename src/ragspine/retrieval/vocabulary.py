@@ -1,5 +1,5 @@
 """What one library's in-memory BM25 index knows of its words: whether it holds any of a
-question's terms, and the library's words a question misspells ("advertsing" also searches
+question's terms, which of them one document holds, and the library's words a question misspells ("advertsing" also searches
 "advertising" when the library holds it and not the typo; :mod:`ragspine.scoring.spelling`).
 
 The words are those of the library's :class:`LexicalIndex`: a library searched in the store (over
@@ -52,3 +52,22 @@ def library_corrections(lexical: LexicalIndex | None, library: str, terms: Seque
         return fi.df(ids).tolist()
 
     return corrections(terms, df, known_word, skip)
+
+
+def document_holds(lexical: LexicalIndex | None, library: str, doc_id: str, terms: Sequence[str]) -> set[str] | None:
+    """The ``terms`` (BM25 tokens) that some passage of document ``doc_id`` holds; ``None``
+    without the library's in-memory index or when it does not know the document."""
+    view = lexical.view(library) if lexical is not None else None
+    fi = view.fields.get(FIELD) if view is not None else None
+    code = view.doc_code.get(doc_id) if view is not None else None
+    if fi is None or code is None:
+        return None
+    out: set[str] = set()
+    n = fi.uterms.shape[0]
+    for term in dict.fromkeys(terms):
+        pos = int(np.searchsorted(fi.uterms, np.uint32(token_id(term))))
+        if pos < n and int(fi.uterms[pos]) == token_id(term):
+            rows = fi.rows[fi.ustart[pos]:fi.ustart[pos + 1]]
+            if (fi.doc[rows] == code).any():
+                out.add(term)
+    return out
