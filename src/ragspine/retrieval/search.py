@@ -261,7 +261,10 @@ class Searcher:
             fixes = self.respelt(lib, req.query, active) if spell and lib not in scope else {}
             trace.respelt.update(dict.fromkeys(fixes.items()))
             lqv = respelt(qv, fixes)
-            if lqv.indices != own.indices:
+            # Under a key's filter the index cannot say what the key's own documents hold: the
+            # channels' filtered finds tell, as before (a line item may then hide a miss, never
+            # show a hidden document's word).
+            if lqv.indices != own.indices and lib not in scope:
                 held = holds_any(self.lexical, lib, own.indices)
                 if held is not None:
                     trace.own_terms[lib] = held
