@@ -14,7 +14,9 @@ dense model and each of its first ``--limit`` judged queries is searched in ``ec
   answer if it did not hold the answer. These are in-domain near misses, the hard kind: the sets
   have no unanswerable questions of their own.
 
-The grade (ragspine.chain.grade, with today's coverage rule) is computed on each example for
+The grade (ragspine.chain.grade, with today's coverage rule and, with
+``RAGSPINE_CORRECTIVE_SPECIFICS``, its rule that the first hit's document must mention the
+question's numbers and unknown names) is computed on each example for
 every pair of thresholds on a grid: ``min_similarity`` (weak below it) and
 ``rescue_similarity`` (low word coverage forgiven at or above it), either possibly off. The
 chosen pair has the highest mean abstention on the unanswerable examples over the sets, among
@@ -52,12 +54,15 @@ class Example(NamedTuple):  # not a dataclass: tests load this script without re
     agreement: float | None
     similarity: float | None
     has_hits: bool
+    #: The first hit's document never mentions one of the question's specifics (the grade's
+    #: ``unmentioned`` rule, ``RAGSPINE_CORRECTIVE_SPECIFICS``).
+    unmentioned: bool = False
 
 
 def weak(e: Example, pair: Pair, min_coverage: float) -> bool:
     """The grade's rule (ragspine.chain.grade.grade) on precomputed figures."""
     floor, rescue = pair
-    if not e.has_hits:
+    if not e.has_hits or e.unmentioned:
         return True
     if e.similarity is not None and floor is not None and e.similarity < floor:
         return True
@@ -95,19 +100,27 @@ def choose(examples: dict[str, dict[str, list[Example]]], min_coverage: float, m
 
 
 def collect(settings: Any, root: Path, limit: int | None, depth: int) -> dict[str, list[Example]]:
-    from ragspine.chain.grade import grade
+    from ragspine.chain.grade import grade, specifics
     from ragspine.evaluation import clean_query, indexed
+    from ragspine.ocr.words import known_word
 
     out: dict[str, list[Example]] = {"answerable": [], "unanswerable": []}
     with indexed(settings, root) as ix:
         judged = [q for q in ix.dataset.queries if q in ix.dataset.qrels][:limit]
+        searcher = ix.engine.searcher_for(ix.engine.settings)
         for q in judged:
             text = clean_query(ix.dataset.queries[q], settings.max_query_chars)
             hits = ix.engine.search({"query": text, "libraries": [ix.library], "mode": "economy", "top_k": 30}).hits
             gold = set(ix.dataset.qrels[q])
+            # What QueryChain._grade reads: the question's specifics, misspelt names corrected.
+            wanted = specifics(text, known_word) if settings.corrective_specifics else []
+            fixes = searcher.respelt(ix.library, text) if wanted else {}
+            wanted = list(dict.fromkeys(fixes.get(t, t) for t in wanted))
             for kind, hs in (("answerable", hits), ("unanswerable", [h for h in hits if ix.names.get(h.doc_id) not in gold])):
                 g = grade(text, hs, min_coverage=0.0, depth=depth)  # figures only; the rule runs in weak()
-                out[kind].append(Example(g.coverage, g.agreement, g.similarity, bool(hs)))
+                held = searcher.document_terms(ix.library, hs[0].doc_id, wanted) if hs and wanted else None
+                unmentioned = held is not None and any(t not in held for t in wanted)
+                out[kind].append(Example(g.coverage, g.agreement, g.similarity, bool(hs), unmentioned))
     return out
 
 

@@ -31,6 +31,11 @@ def test_the_bench_rule_on_figures_is_the_grades_rule_on_hits() -> None:
         g = grade("acme revenue asia", hits, min_coverage=0.5, depth=3, min_similarity=floor, rescue_similarity=rescue)
         e = gc.Example(g.coverage, g.agreement, g.similarity, bool(hits))
         assert gc.weak(e, (floor, rescue), 0.5) is (not g.ok), (name, floor, rescue)
+        # A specific the first hit's document never mentions: weak in both, whatever else holds.
+        g = grade("acme revenue asia", hits, min_coverage=0.5, depth=3, min_similarity=floor,
+                  rescue_similarity=rescue, unmentioned=["2016"])
+        e = gc.Example(g.coverage, g.agreement, g.similarity, bool(hits), unmentioned=True)
+        assert gc.weak(e, (floor, rescue), 0.5) is (not g.ok) is True, (name, floor, rescue)
 
 
 def test_choose_takes_the_most_unanswerable_abstentions_within_the_budget() -> None:
