@@ -12,6 +12,7 @@ from ragspine.config import Settings
 from ragspine.engine import Engine
 from ragspine.ocr.words import known_word
 from ragspine.retrieval.search import SearchRequest
+from ragspine.retrieval.vocabulary import document_holds
 
 LIB = "filings"
 PAGES = {
@@ -87,3 +88,12 @@ def test_a_word_written_as_a_name_is_not_corrected_to_a_word(engine: Engine, mon
     monkeypatch.setattr("ragspine.retrieval.vocabulary.known_word", lambda word: False)
     assert "spelling: also searched 'expense' for 'expanse'" in _search(engine, "How wide was the expanse?").notes
     assert not any(n.startswith("spelling") for n in _search(engine, "How wide was the Expanse?").notes)
+
+
+def test_which_words_a_document_holds(engine: Engine) -> None:
+    lexical = engine.searcher_for(engine.settings).lexical
+    assert document_holds(lexical, LIB, "marketing", ["2015", "714", "2016", "leases"]) == {"2015", "714"}
+    # No index, or a document it does not know: it cannot tell (the grade's rule stays off).
+    assert document_holds(None, LIB, "marketing", ["2015"]) is None
+    assert document_holds(lexical, LIB, "no-such-document", ["2015"]) is None
+    assert document_holds(lexical, LIB, "marketing", []) == set()
