@@ -36,6 +36,7 @@ from ragspine.models._runtime import (
 from ragspine.models._source import ModelSource, resolve_source
 from ragspine.models.base import BasePageEncoder, EncodedPage
 from ragspine.models.errors import ModelLoadError, ModelOutputError
+from ragspine.models.windows import batch_windows
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -281,6 +282,13 @@ class ColQwen2Encoder(ColVisionEncoder):
     family = "colqwen2"
     model_class = "ColQwen2"
     processor_class = "ColQwen2Processor"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The vision tower's spans (pages; Qwen2.5-VL's windows) in one SDPA call per length
+        # instead of one per span (ragspine.models.windows); a model loaded with flash-attn or
+        # eager attention keeps its own.
+        self.batched_windows = batch_windows(self.model)
 
     def _bucket_key(self, image: Image) -> Hashable:
         from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
