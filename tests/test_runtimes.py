@@ -162,3 +162,42 @@ def test_a_server_sizes_its_thread_pools(settings: dict, blas: int, torch_thread
     assert got["before"] and all(n == os.cpu_count() for n in got["before"])  # numpy's own default: every core
     assert got["blas"] == [blas] * len(got["blas"])
     assert got["torch"] == (torch_threads if torch_threads is not None else usable_cpus())
+
+
+_CLI_THREADS = r"""
+import json, sys, tempfile
+from pathlib import Path
+import numpy  # loads the BLAS library, so its pool is seen before and after
+import pymupdf
+from threadpoolctl import threadpool_info
+from ragspine.cli.main import main
+before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+tmp = Path(tempfile.mkdtemp())
+doc = pymupdf.open()
+doc.new_page().insert_text((72, 72), "Quarterly revenue rose in every region.")
+doc.save(tmp / "a.pdf")
+rc = main(["--data-dir", str(tmp / "data"), "ingest", "--library", "lib", "--quiet", str(tmp / "a.pdf")])
+print(json.dumps({"rc": rc, "before": before,
+                  "blas": [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]}))
+"""
+
+
+#: A count that differs from numpy's default (every core), so the setting's case can fail.
+_OTHER = 3 if os.cpu_count() != 3 else 2
+
+
+@pytest.mark.parametrize("env_blas, blas", [(None, 1), (str(_OTHER), _OTHER)])
+def test_ragspine_ingest_sizes_its_thread_pools_as_a_server(env_blas: str | None, blas: int) -> None:
+    """`ragspine ingest` runs render and OCR processes beside numpy: its BLAS pool is sized by
+    the server's rule (1 thread unless RAGSPINE_BLAS_THREADS says), not numpy's every core."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+           and not k.startswith("RAGSPINE_")}
+    env.update({"RAGSPINE_DENSE_MODEL": "none", "RAGSPINE_OCR": "off", "RAGSPINE_RENDER_WORKERS": "1"})
+    if env_blas is not None:
+        env["RAGSPINE_BLAS_THREADS"] = env_blas
+    p = subprocess.run([sys.executable, "-c", _CLI_THREADS], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["rc"] == 0
+    assert got["before"] and all(n == os.cpu_count() for n in got["before"])
+    assert got["blas"] == [blas] * len(got["blas"])

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ragspine.cli.common import EXIT_FAILED, _fail, _parse_meta, _settings
+from ragspine.cli.common import EXIT_FAILED, _fail, _parse_meta, _settings, _size_threads
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -39,7 +39,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         _fail("--meta doc_id=... names one document, but several files were given")
     if getattr(args, "engine", "local") == "ray":
         return _ingest_ray(_settings(args), args, paths, meta)
-    engine = Engine(_settings(args))
+    settings = _settings(args)
+    _size_threads(settings)
+    engine = Engine(settings)
     jobs = args.jobs if args.jobs is not None else engine.ingest_jobs(len(paths))
     failed = added = 0
     stage_times: dict[str, float] = {}
@@ -231,7 +233,9 @@ def cmd_ocr(args: argparse.Namespace) -> int:
     from ragspine.engine import Engine
     from ragspine.errors import RagspineError
 
-    engine = Engine(_settings(args))
+    settings = _settings(args)
+    _size_threads(settings)
+    engine = Engine(settings)
     try:
         names = [args.library] if args.library else engine.list_libraries()
         bar = _OcrBar(tqdm, disable=args.quiet)

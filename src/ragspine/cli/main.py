@@ -22,6 +22,7 @@ from ragspine.cli.common import (  # noqa: F401  (EXIT_* and _fail are part of t
     _Parser,
     _positive_int,
     _settings,
+    _size_threads,
 )
 from ragspine.cli.ingest import add_ocr_command, cmd_ingest
 from ragspine.cli.libraries import add_libraries_command
@@ -104,6 +105,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"dense_model": DEFAULT_DENSE_MODEL})
         print(f"eval --mode hybrid: no RAGSPINE_PAGE_MODEL or RAGSPINE_DENSE_MODEL set; using the dense "
               f"model {DEFAULT_DENSE_MODEL} (BM25 + dense)", file=sys.stderr)
+    _size_threads(settings)
     try:
         steps = tuple(_steps(args.postprocess))
         chain = (ChainFlags(args.rewrite, args.corrective, steps)
