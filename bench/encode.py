@@ -185,6 +185,60 @@ def ingest_rate(enc: Any, args: argparse.Namespace, n: int) -> tuple[int, float]
             eng.close()
 
 
+def query_steps(enc: Any, queries: list[str]) -> dict[str, float]:
+    """Where one query's time goes, step by step (median ms over ``queries``, one at a time,
+    the device synchronised after each step): the processor (tokeniser), the copy to the device,
+    the model's forward, and the copy back with the padding dropped."""
+    import torch
+
+    from ragspine.models._runtime import to_device
+
+    steps: dict[str, list[float]] = {"processor": [], "to_device": [], "forward": [], "to_host": []}
+    with torch.inference_mode():
+        for q in queries:
+            t0 = time.perf_counter()
+            batch = enc._prepare_queries([q])
+            t1 = time.perf_counter()
+            inputs = to_device(batch, enc.device, enc.dtype)
+            sync(enc.device)
+            t2 = time.perf_counter()
+            emb = enc.model(**inputs, **enc.forward_kwargs)
+            sync(enc.device)
+            t3 = time.perf_counter()
+            mask = inputs["attention_mask"].bool().cpu().numpy()
+            emb.float().cpu().numpy()[0][mask[0]]
+            t4 = time.perf_counter()
+            for k, a, b in (("processor", t0, t1), ("to_device", t1, t2), ("forward", t2, t3), ("to_host", t3, t4)):
+                steps[k].append((b - a) * 1000)
+    return {f"query_{k}_ms": round(statistics.median(v), 2) for k, v in steps.items()}
+
+
+def page_steps(enc: Any, same: list[Any]) -> dict[str, float]:
+    """Where a page's time goes in one batch of ``same`` (ms a page, the device synchronised
+    after each step): the processor (resize, normalise), the copy to the device, the forward,
+    and the copy of the vectors and the attention mask back to the host."""
+    import torch
+
+    from ragspine.models._runtime import to_device
+
+    t0 = time.perf_counter()
+    batch, _layouts = enc._prepare_pages(same)
+    t1 = time.perf_counter()
+    inputs = to_device(batch, enc.device, enc.dtype)
+    sync(enc.device)
+    t2 = time.perf_counter()
+    with torch.inference_mode():
+        emb = enc.model(**inputs, **enc.forward_kwargs)
+        sync(enc.device)
+        t3 = time.perf_counter()
+        emb.float().cpu().numpy()
+        inputs["attention_mask"].bool().cpu().numpy()
+    t4 = time.perf_counter()
+    n = len(same)
+    return {f"page_{k}_ms": round((b - a) * 1000 / n, 2)
+            for k, a, b in (("processor", t0, t1), ("to_device", t1, t2), ("forward", t2, t3), ("to_host", t3, t4))}
+
+
 def split_windows(enc: Any, same: list[Any], inputs: dict[str, Any], reps: int) -> tuple[float, float]:
     """For a Qwen encoder whose vision spans go in batched calls (ragspine.models.windows): the
     model-only seconds a batch with transformers' split (one SDPA call per span) instead, and the
@@ -268,6 +322,7 @@ def bench_one(
     forward_s = (time.perf_counter() - t0) / reps
 
     split = split_windows(enc, same, inputs, reps) if getattr(enc, "batched_windows", 0) else None
+    steps = {**page_steps(enc, same), **query_steps(enc, queries)}
 
     # Queries: one at a time (latency), then batches of 32 (throughput).
     lat = []
@@ -302,6 +357,7 @@ def bench_one(
         "query_ms_p95": round(pct(lat, 95), 2),
         "queries_s_batched": round(len(queries) / qbatch_s, 1),
     }
+    result.update(steps)
     if split is not None:
         result["model_only_split_windows_pages_s"] = round(len(same) / split[0], 2)
         result["windows_min_cosine"] = round(split[1], 6)
@@ -423,6 +479,13 @@ def main() -> int:
             f"{round(r['ingest_pages_s'] / r['model_only_pages_s'], 2) if r['ingest_pages_s'] else '-'} | "
             f"{r['query_ms_p50']} | {r['tokens_per_page']} |"
         )
+    steps = ("processor", "to_device", "forward", "to_host")
+    print("\n| arch | a page: " + " | ".join(f"{k} ms" for k in steps) + " | one query: "
+          + " | ".join(f"{k} ms" for k in steps) + " |")
+    print("|---" * (1 + 2 * len(steps)) + "|")
+    for r in results:
+        print(f"| {r['arch']} | " + " | ".join(str(r[f"page_{k}_ms"]) for k in steps) + " | "
+              + " | ".join(str(r[f"query_{k}_ms"]) for k in steps) + " |")
     for r in results:
         if "model_only_split_windows_pages_s" in r:
             print(f"{r['arch']}: vision spans batched {r['model_only_pages_s']} model-only pages/s against "
