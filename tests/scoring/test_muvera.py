@@ -42,19 +42,6 @@ def test_encodings_equal_fastembeds(dim: int, k_sim: int, dim_proj: int, r_reps:
     np.testing.assert_allclose(ours.query(x), ref.process_query(x), rtol=1e-5, atol=1e-5)
 
 
-def test_tokens_summed_in_blocks_equal_fastembeds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A page longer than one block of tokens (here 64, so 300 tokens take five blocks, the
-    last a partial one) is encoded as if summed at once: fastembed's values again."""
-    import ragspine.scoring.muvera as mod
-
-    monkeypatch.setattr(mod, "_TOKEN_BLOCK", 64)
-    x = unit(np.random.default_rng(5).standard_normal((300, 32)))
-    params = MuveraParams(32, 4, 8, 6, 11)
-    ref = Reference(32, 4, 8, 6, 11)
-    np.testing.assert_allclose(Muvera(params).document(x), ref.process_document(x), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(Muvera(params).query(x), ref.process_query(x), rtol=1e-5, atol=1e-5)
-
-
 def test_query_buckets_are_sums_and_documents_means() -> None:
     """With one repetition and no projection the encoding is the bucket table itself: a token
     repeated three times triples a query's bucket and leaves a document's unchanged."""

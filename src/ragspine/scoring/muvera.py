@@ -69,11 +69,6 @@ class MuveraParams:
         return cls(**{k: int(rec[k]) for k in ("dim", "k_sim", "dim_proj", "r_reps", "seed")})
 
 
-#: Tokens summed at once (:meth:`Muvera._encode`): a one-hot block of 4,096 tokens with the
-#: default 640 buckets is 21 MB of float64.
-_TOKEN_BLOCK = 4096
-
-
 class Muvera:
     """Document and query encodings for one :class:`MuveraParams`.
 
@@ -116,20 +111,17 @@ class Muvera:
         signs = (v.astype(np.float64) @ self._planes > 0).reshape(n, r, p.k_sim)  # (n, r, k_sim)
         bucket = signs.astype(np.int64) @ self._bits  # (n, r): bucket of each token per repetition
         projected = (v @ self._proj).reshape(n, r, p.dim_proj)  # (n, r, dim_proj)
-        # Bucket sums as one batched product with a one-hot (token -> bucket) matrix per
-        # repetition: BLAS does the adding. Sorting the (token, repetition) rows by bucket and
-        # adding runs took 7.6 ms a ColPali page (1,030 tokens), 3.5 of it gathering the rows;
-        # this takes 1.9 (np.add.at: 15x slower than the sort). float64, as the sorted sums were.
-        # Tokens go in blocks, so the one-hot matrix stays under ~20 MB whatever a page holds.
-        out = np.zeros((r, b, p.dim_proj), dtype=np.float64)
-        counts = np.zeros((r, b), dtype=np.float64)  # tokens in each bucket
-        for lo in range(0, n, _TOKEN_BLOCK):
-            hi = min(n, lo + _TOKEN_BLOCK)
-            onehot = np.zeros((r, b, hi - lo), dtype=np.float64)
-            onehot[np.arange(r)[:, None], bucket[lo:hi].T, np.arange(hi - lo)[None, :]] = 1.0
-            out += onehot @ projected[lo:hi].transpose(1, 0, 2).astype(np.float64)  # (r, b, dim_proj)
-            counts += onehot.sum(axis=2)
+        # Bucket sums by one weighted bincount over (bucket, column) cells: 0.75 ms a ColPali page
+        # (1,030 tokens). Sorting the (token, repetition) rows by bucket and adding runs took 7.6
+        # (3.5 of it gathering the rows), a one-hot product per repetition 1.9 on a quiet machine
+        # and far more beside busy processes (BLAS threads); np.add.at is 15x slower than the sort.
+        # float64 sums, in token order.
+        slot = (bucket + (np.arange(r) * b)[None, :]).ravel()  # (n * r,): row in the (r * b) table
+        cells = (slot[:, None] * p.dim_proj + np.arange(p.dim_proj)[None, :]).ravel()
+        out = np.bincount(cells, weights=projected.reshape(-1).astype(np.float64),
+                          minlength=r * b * p.dim_proj).reshape(r, b, p.dim_proj)
         if document:
+            counts = np.bincount(slot, minlength=r * b).reshape(r, b)  # tokens in each bucket
             filled = counts > 0
             out[filled] /= counts[filled][:, None]
             for rep in np.flatnonzero(~filled.all(axis=1)):
