@@ -26,10 +26,14 @@ TOKENIZER_VERSION = "cjk-uni-bi-nfkc-1"
 
 def tokenize(text: str) -> list[str]:
     """Tokens of ``text`` in order: ASCII words, then per CJK run its unigrams and bigrams."""
+    runs = _TOKEN_RE.findall(unicodedata.normalize("NFKC", text).lower())
+    # A run is ASCII letters and digits or CJK ideographs, never both: its first character
+    # tells which (one comparison, where a regex match per run cost a third of the time).
+    if all(run[0] < "\x80" for run in runs):
+        return runs
     out: list[str] = []
-    for m in _TOKEN_RE.finditer(unicodedata.normalize("NFKC", text).lower()):
-        run = m.group()
-        if _CJK_RE.match(run):
+    for run in runs:
+        if run[0] >= "\x80":
             out.extend(run)  # unigrams
             out.extend(run[i : i + 2] for i in range(len(run) - 1))  # bigrams
         else:
