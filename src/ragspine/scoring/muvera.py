@@ -69,6 +69,11 @@ class MuveraParams:
         return cls(**{k: int(rec[k]) for k in ("dim", "k_sim", "dim_proj", "r_reps", "seed")})
 
 
+#: (token, repetition, column) cells summed in one bincount (64 K: 512 KB of temporaries); more
+#: go one repetition at a time (:meth:`Muvera._encode`).
+_ONE_BINCOUNT = 1 << 16
+
+
 class Muvera:
     """Document and query encodings for one :class:`MuveraParams`.
 
@@ -116,12 +121,18 @@ class Muvera:
         # the rows by bucket and adding runs. One bincount over every repetition's cells at once
         # made two 2.6 MB temporaries a page and took 6.1 (fresh pages of memory each time); a
         # one-hot product goes through BLAS, whose threads spin against render processes.
-        # float64 sums, in token order.
-        out = np.empty((r, b * p.dim_proj), dtype=np.float64)
+        # A query (a few dozen tokens) goes in one bincount: 20 small ones cost more. float64
+        # sums, in token order.
         columns = np.arange(p.dim_proj)
-        for rep in range(r):
-            cells = (bucket[:, rep, None] * p.dim_proj + columns).ravel()  # (n * dim_proj,)
-            out[rep] = np.bincount(cells, weights=projected[:, rep, :].ravel(), minlength=b * p.dim_proj)
+        if n * r * p.dim_proj <= _ONE_BINCOUNT:
+            slot = bucket + (np.arange(r) * b)[None, :]  # (n, r): row in the (r * b) bucket table
+            cells = (slot[:, :, None] * p.dim_proj + columns).ravel()
+            out = np.bincount(cells, weights=projected.ravel(), minlength=r * b * p.dim_proj)
+        else:
+            out = np.empty((r, b * p.dim_proj), dtype=np.float64)
+            for rep in range(r):
+                cells = (bucket[:, rep, None] * p.dim_proj + columns).ravel()  # (n * dim_proj,)
+                out[rep] = np.bincount(cells, weights=projected[:, rep, :].ravel(), minlength=b * p.dim_proj)
         out = out.reshape(r, b, p.dim_proj)
         if document:
             counts = np.stack([np.bincount(bucket[:, rep], minlength=b) for rep in range(r)])  # (r, b)
