@@ -110,8 +110,10 @@ class Settings(RankingSettings, ChainSettings):
     #: Queries a server encodes in one call of each query encoder when searches arrive together
     #: (:mod:`ragspine.models.batching`: no wait when it is idle); 1: one call per query.
     query_batch_size: int = Field(default=16, ge=1, le=256)
-    #: Threads of numpy's BLAS pool in a server process (``None``: 1, so that concurrent searches
-    #: each take a core instead of all fighting over all of them; docs/measured.md, "Threads").
+    #: Threads of numpy's BLAS pool in a server process and in ``ragspine ingest``, ``ocr`` and
+    #: ``eval`` (``None``: 1, so that concurrent searches each take a core instead of all fighting
+    #: over all of them, and an ingest's numpy does not spin against its render and OCR processes;
+    #: docs/measured.md, "Threads").
     blas_threads: int | None = Field(default=None, ge=1, le=256)
     #: Threads each model runtime (torch, OpenVINO) uses in a server process (``None``: the
     #: cores this process may use, its CPU affinity within its cgroup's quota).
