@@ -46,6 +46,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # encode_steps, beside this script
+from encode_steps import page_steps, query_steps, split_windows, sync  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mmlongbench_dev"
 ARCHS = ("colpali", "colqwen2", "colqwen2_5", "colidefics3")
@@ -119,13 +122,6 @@ def load_queries(data: Path, n: int) -> list[str]:
     return [qs[i % len(qs)] for i in range(n)]
 
 
-def sync(device: Any) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def build_encoder(spec: str, args: argparse.Namespace, tmp: Path) -> tuple[Any, str]:
     """``spec`` is an architecture name (random weights) or a checkpoint (``--model``)."""
     from ragspine.models import load_page_encoder, testing
@@ -185,90 +181,6 @@ def ingest_rate(enc: Any, args: argparse.Namespace, n: int) -> tuple[int, float]
             eng.close()
 
 
-def query_steps(enc: Any, queries: list[str]) -> dict[str, float]:
-    """Where one query's time goes, step by step (median ms over ``queries``, one at a time,
-    the device synchronised after each step): the processor (tokeniser), the copy to the device,
-    the model's forward, and the copy back with the padding dropped."""
-    import torch
-
-    from ragspine.models._runtime import to_device
-
-    steps: dict[str, list[float]] = {"processor": [], "to_device": [], "forward": [], "to_host": []}
-    with torch.inference_mode():
-        for q in queries:
-            t0 = time.perf_counter()
-            batch = enc._prepare_queries([q])
-            t1 = time.perf_counter()
-            inputs = to_device(batch, enc.device, enc.dtype)
-            sync(enc.device)
-            t2 = time.perf_counter()
-            emb = enc.model(**inputs, **enc.forward_kwargs)
-            sync(enc.device)
-            t3 = time.perf_counter()
-            mask = inputs["attention_mask"].bool().cpu().numpy()
-            emb.float().cpu().numpy()[0][mask[0]]
-            t4 = time.perf_counter()
-            for k, a, b in (("processor", t0, t1), ("to_device", t1, t2), ("forward", t2, t3), ("to_host", t3, t4)):
-                steps[k].append((b - a) * 1000)
-    return {f"query_{k}_ms": round(statistics.median(v), 2) for k, v in steps.items()}
-
-
-def page_steps(enc: Any, same: list[Any]) -> dict[str, float]:
-    """Where a page's time goes in one batch of ``same`` (ms a page, the device synchronised
-    after each step): the processor (resize, normalise), the copy to the device, the forward,
-    and the copy of the vectors and the attention mask back to the host."""
-    import torch
-
-    from ragspine.models._runtime import to_device
-
-    t0 = time.perf_counter()
-    batch, _layouts = enc._prepare_pages(same)
-    t1 = time.perf_counter()
-    inputs = to_device(batch, enc.device, enc.dtype)
-    sync(enc.device)
-    t2 = time.perf_counter()
-    with torch.inference_mode():
-        emb = enc.model(**inputs, **enc.forward_kwargs)
-        sync(enc.device)
-        t3 = time.perf_counter()
-        emb.float().cpu().numpy()
-        inputs["attention_mask"].bool().cpu().numpy()
-    t4 = time.perf_counter()
-    n = len(same)
-    return {f"page_{k}_ms": round((b - a) * 1000 / n, 2)
-            for k, a, b in (("processor", t0, t1), ("to_device", t1, t2), ("forward", t2, t3), ("to_host", t3, t4))}
-
-
-def split_windows(enc: Any, same: list[Any], inputs: dict[str, Any], reps: int) -> tuple[float, float]:
-    """For a Qwen encoder whose vision spans go in batched calls (ragspine.models.windows): the
-    model-only seconds a batch with transformers' split (one SDPA call per span) instead, and the
-    lowest cosine between a token vector of the two paths."""
-    import numpy as np
-    import torch
-
-    from ragspine.models.windows import batch_windows
-
-    batched = enc.encode_pages(same)
-    batch_windows(enc.model, on=False)
-    try:
-        plain = enc.encode_pages(same)
-        with torch.inference_mode():
-            enc.model(**inputs, **enc.forward_kwargs)
-            sync(enc.device)
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                enc.model(**inputs, **enc.forward_kwargs)
-            sync(enc.device)
-        seconds = (time.perf_counter() - t0) / reps
-    finally:
-        batch_windows(enc.model, on=True)
-    cos = 1.0
-    for x, y in zip(plain, batched, strict=True):
-        a, b = x.vectors.astype(np.float64), y.vectors.astype(np.float64)
-        cos = min(cos, float(((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))).min()))
-    return seconds, cos
-
-
 def bench_one(
     spec: str, args: argparse.Namespace, images: list[Any], render_s: float, queries: list[str]
 ) -> dict[str, Any]:
@@ -322,7 +234,7 @@ def bench_one(
     forward_s = (time.perf_counter() - t0) / reps
 
     split = split_windows(enc, same, inputs, reps) if getattr(enc, "batched_windows", 0) else None
-    steps = {**page_steps(enc, same), **query_steps(enc, queries)}
+    steps = {**page_steps(enc, same), **query_steps(enc, queries)}  # (bench/encode_steps.py)
 
     # Queries: one at a time (latency), then batches of 32 (throughput).
     lat = []
