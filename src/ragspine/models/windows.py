@@ -3,12 +3,13 @@ pages.
 
 Qwen2-VL and Qwen2.5-VL pack the patches of every image of a batch into one sequence and attend
 within spans of it: each image (Qwen2-VL, and Qwen2.5-VL's full-attention blocks) or each window
-of 8 x 8 merged patches (Qwen2.5-VL's other blocks). Without flash-attn, transformers splits the
-sequence and makes one ``scaled_dot_product_attention`` call per span: about 47 small calls a
-page in each windowed block of Qwen2.5-VL, each too small to fill a GPU. The spans of equal
-length are the same computation on different rows, so this stacks them into one batch per length
-and makes one call per length: most windows of a page are full (64 patches), the rest share a
-few edge sizes, and the pages of one batch (bucketed by size) are all the same length.
+of 8 x 8 patches, 4 x 4 merged tokens (Qwen2.5-VL's other blocks). Without flash-attn,
+transformers splits the sequence and makes one ``scaled_dot_product_attention`` call per span:
+about 47 small calls a page (768 merged tokens) in each windowed block of Qwen2.5-VL, each too
+small to fill a GPU. The spans of equal length are the same computation on different rows, so
+this stacks them into one batch per length and makes one call per length: most windows of a
+page are full (64 patches), the rest share a few edge sizes, and the pages of one batch (bucketed
+by size) are all the same length.
 
 transformers hands the span boundaries (``cu_seq_lens_q``) only to an attention function whose
 name says "flash" (``is_flash_attention_requested``); so this one is registered under
