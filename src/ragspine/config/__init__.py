@@ -249,6 +249,11 @@ class Settings(RankingSettings, ChainSettings):
     #: thumbnails alone (no page model), 2 processes on a machine of 2 cores or more, for
     #: documents of 8 pages or more (ragspine.indexing.render). 1 = the helper thread.
     render_workers: int = Field(default=0, ge=0, le=64)
+    #: Processes that read a PDF's pages (text layer, lines, tables) during ingest, each a range of
+    #: pages, for documents of 16 pages or more (ragspine.indexing.parse). 0 = auto: one per 4
+    #: cores, at most 4, on a machine of 8 cores or more (a GPU node, where the ingesting
+    #: process's GIL bounds ingest), else none; 1 = the ingesting thread.
+    parse_workers: int = Field(default=0, ge=0, le=64)
     #: Resolution pages are rendered at for the page model (its processor resizes further).
     page_render_dpi: int = Field(default=96, ge=18, le=300)
     #: The first stage of visual search, the copy of each page that finds the candidates exact

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -134,13 +134,16 @@ def open_pdf(
     max_page_side_pt: float = 14400.0,
     max_image_pixels: int = 64_000_000,
     tables: str = "auto",
+    read_pages: PagesReader | None = None,
 ) -> ParsedPDF:
     """Open and parse a PDF. ``source`` is the file's bytes or a path. An embedded image of
     more than ``max_image_pixels`` is blanked in the open document before anything renders
     (MuPDF would decode it at full size first, whatever the render's own size cap).
     ``tables`` (RAGSPINE_TABLES): ``auto`` reads the tables of the pages whose text lines look
     tabular (:mod:`ragspine.indexing.tables`) and puts their rows in the page text, ``off``
-    leaves every page as its text blocks."""
+    leaves every page as its text blocks. ``read_pages(source, pages, max_page_side_pt, tables)``
+    reads the pages elsewhere (worker processes: :mod:`ragspine.indexing.parse`) once the file
+    passed its checks, or answers None to have them read here."""
     if tables not in TABLE_MODES:
         raise ValueError(f"tables must be one of {', '.join(TABLE_MODES)}, got {tables!r}")
     if isinstance(source, (str, Path)):
@@ -181,7 +184,9 @@ def open_pdf(
             raise OversizeError(
                 f"the PDF has {n} pages; the limit is {max_pages} (RAGSPINE_MAX_PAGES)"
             )
-        pages = [_read_page(doc, i, max_page_side_pt, tables=tables == "auto") for i in range(n)]
+        pages = read_pages(source, n, max_page_side_pt, tables == "auto") if read_pages is not None else None
+        if pages is None:
+            pages = [_read_page(doc, i, max_page_side_pt, tables=tables == "auto") for i in range(n)]
         skipped = _blank_oversized_images(doc, pages, max_image_pixels)
         if not any(p.text.strip() or p.has_images or p.has_drawings for p in pages):
             if skipped:
@@ -198,6 +203,19 @@ def open_pdf(
     except BaseException:
         doc.close()
         raise
+
+
+#: Reads every page of a PDF elsewhere: ``(source, pages, max_page_side_pt, tables) -> pages``,
+#: or None to have :func:`open_pdf` read them itself.
+PagesReader = Callable[[bytes | str | Path, int, float, bool], "list[PageContent] | None"]
+
+
+def parse_pages_worker(path: str, start: int, stop: int, max_side: float, tables: bool) -> list[PageContent]:
+    """In a worker process: pages ``[start, stop)`` (0-based) of the PDF at ``path``, read as
+    :func:`open_pdf` reads them (:mod:`ragspine.indexing.parse`); a page's error is raised."""
+    pymupdf.TOOLS.store_shrink(100)  # MuPDF's store of the documents before (as render_pages_worker)
+    with pymupdf.open(path, filetype="pdf") as doc:
+        return [_read_page(doc, i, max_side, tables=tables) for i in range(start, stop)]
 
 
 def _blank_oversized_images(doc: pymupdf.Document, pages: list[PageContent], limit: int) -> list[SkippedImage]:

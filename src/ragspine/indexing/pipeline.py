@@ -35,7 +35,8 @@ from ragspine.indexing.ocr import OcrLines, OcrReport, OcrStage, merge_all
 from ragspine.indexing.ocr_phase import OPEN_STATES, DeferredOcr, PendingSources, Superseded
 from ragspine.indexing.states import OcrState
 from ragspine.indexing.ocr_pool import BACKGROUND, URGENT, OcrProcesses, auto_workers
-from ragspine.indexing.pdf import ParsedPDF, open_pdf
+from ragspine.indexing.parse import ParseProcesses, open_parsed, parse_workers
+from ragspine.indexing.pdf import ParsedPDF
 from ragspine.indexing.profile import document_profile
 from ragspine.indexing.removal import DocumentRemoval
 from ragspine.indexing.render import RenderProcesses
@@ -73,8 +74,10 @@ class Indexer:
         self.policy = PagePolicy(tuple(settings.restricted_markers), settings.marker_band)
         self.stats = LibraryStatistics(store, libraries, self.bm25)
         self.versions = Versions(store, libraries, thumbs, self.stats)
-        #: Worker processes that render pages for a page model (RAGSPINE_RENDER_WORKERS).
+        #: Worker processes that render pages for a page model (RAGSPINE_RENDER_WORKERS), and that
+        #: read a long PDF's pages (RAGSPINE_PARSE_WORKERS).
         self.renders = RenderProcesses(settings.render_workers)
+        self.parses = ParseProcesses(parse_workers(settings.parse_workers))
         #: Worker processes that OCR pages (RAGSPINE_OCR_WORKERS), started at the first page
         #: that needs reading; None with one worker (OCR on the ingesting thread), OCR off, or
         #: OCR on a GPU (one engine here: RAGSPINE_OCR_DEVICE=cuda, checked now, not at a page).
@@ -105,8 +108,9 @@ class Indexer:
         libraries.on_takeover = self._take_over
 
     def close(self) -> None:
-        """Stop the render and OCR processes, if any were started."""
+        """Stop the render, parse and OCR processes, if any were started."""
         self.renders.close()
+        self.parses.close()
         if self.ocr_pool is not None:
             self.ocr_pool.close()
 
@@ -181,10 +185,7 @@ class Indexer:
                 if owed and not self.pending.has(library, key):
                     self.pending.put(library, key, data, meta.model_dump(mode="json"), filename)
                 return IngestResult.unchanged(library, prev, time.perf_counter() - t0)
-        parsed = open_pdf(
-            data, max_pages=self.settings.max_pages, max_page_side_pt=self.settings.max_page_side_pt,
-            max_image_pixels=self.settings.max_image_pixels, tables=self.settings.tables,
-        )
+        parsed = open_parsed(data, self.settings, self.parses)
         try:
             deferred: list[int] = []  # pages whose content OCR waits for phase 2
             if defer_ocr and ocr_lines is None and page_vectors is None:
