@@ -363,7 +363,7 @@ def ingest_targets(eng: Any) -> list[tuple[Any, str, str]]:
 
     st = eng.store
     return [
-        (pipeline, "open_pdf", "parse"),
+        (pipeline, "open_parsed", "parse"),
         (writer, "page_passages", "chunk+tokenize"),
         (points, "document_vector", "bm25 vectors"),
         (points, "first_stage_vectors", "first stage (MUVERA / pool)"),
