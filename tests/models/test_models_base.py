@@ -33,8 +33,8 @@ from ragspine.models.base import (
     BaseTextMultiVectorEncoder,
     PageEncoder,
     Reranker,
-    plan_batches,
 )
+from ragspine.models.batch_plan import plan_batches
 
 # -- plan_batches ------------------------------------------------------------------------------
 

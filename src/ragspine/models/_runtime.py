@@ -93,10 +93,28 @@ def model_kwargs(
 
 
 def to_device(batch: Any, device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
-    """Move a processor batch to ``device``; floating tensors (pixels) take the model dtype."""
+    """Move a processor batch to ``device``; floating tensors (pixels) take the model dtype. A
+    tensor in pinned memory (:func:`pin`) is copied without blocking the host: the copy runs on
+    the device's stream while Python goes on to launch the forward, which the stream orders
+    after it."""
     out: dict[str, Any] = {}
     for k, v in batch.items():
         if isinstance(v, torch.Tensor):
-            v = v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
+            nb = v.is_pinned()
+            v = (v.to(device=device, dtype=dtype, non_blocking=nb) if v.is_floating_point()
+                 else v.to(device, non_blocking=nb))
         out[k] = v
     return out
+
+
+def pin(batch: Any, dtype: torch.dtype) -> Any:
+    """A processor batch made ready for a non-blocking copy to a CUDA device, on a prep thread:
+    floating tensors cast to the model dtype first (a bf16 page is half the bytes to copy, and a
+    cast on the device after a pinned copy would block the host again), every tensor in pinned
+    (page-locked) host memory. Only with CUDA: pinning needs its driver."""
+    for k, v in list(batch.items()):
+        if isinstance(v, torch.Tensor):
+            if v.is_floating_point():
+                v = v.to(dtype)
+            batch[k] = v.pin_memory()
+    return batch

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections import deque
-from collections.abc import Callable, Hashable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 from ragspine.errors import InvalidRequestError
+from ragspine.models.batch_plan import plan_batches, run_batched
 from ragspine.models.errors import ModelOutputError
 
 if TYPE_CHECKING:
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 TextKind = Literal["query", "document"]
-_T = TypeVar("_T")
-_R = TypeVar("_R")
 
 
 # -- the page record ---------------------------------------------------------------------------
@@ -101,6 +98,17 @@ class EncodedPage:
         return self.vectors[self.image_mask].reshape(rows, cols, self.dim)  # (rows, cols, dim)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class PreparedPages:
+    """Page images preprocessed for one encoder (:meth:`BasePageEncoder.prepare_pages`), in its
+    batch plan: ``batches[k]`` is what its ``_encode_pages`` takes for the images ``plan[k]``."""
+
+    encoder: Any
+    n: int
+    plan: list[list[int]]
+    batches: list[Any]
+
+
 # -- the Protocols (what callers type against) -------------------------------------------------
 
 
@@ -153,96 +161,6 @@ class DenseTextEncoder(Protocol):
     def encode(self, texts: Sequence[str], kind: TextKind = "query") -> np.ndarray:
         """``(n, dim)`` float32, each row of unit length."""
         ...
-
-
-# -- batching (pure) ---------------------------------------------------------------------------
-
-
-def plan_batches(
-    sort_keys: Sequence[Any],
-    batch_size: int,
-    bucket_keys: Sequence[Hashable] | None = None,
-) -> list[list[int]]:
-    """Split ``range(len(sort_keys))`` into batches of at most ``batch_size`` indices.
-
-    Indices are ordered by ``(bucket, sort key, index)``; a batch never spans two buckets, so
-    images that the processor turns into different shapes never share a batch (no padding
-    between them). Ties break on the index, so the plan is deterministic. Every index appears
-    in exactly one batch.
-    """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    n = len(sort_keys)
-    if bucket_keys is not None and len(bucket_keys) != n:
-        raise ValueError(f"{len(bucket_keys)} bucket keys for {n} items")
-    buckets: list[Hashable] = list(bucket_keys) if bucket_keys is not None else [0] * n
-    # Buckets are ordered by first appearance, so they need not be comparable with each other.
-    first_seen: dict[Hashable, int] = {}
-    for i, b in enumerate(buckets):
-        first_seen.setdefault(b, i)
-    order = sorted(range(n), key=lambda i: (first_seen[buckets[i]], sort_keys[i], i))
-    plan: list[list[int]] = []
-    current: list[int] = []
-    for i in order:
-        if current and (len(current) == batch_size or buckets[i] != buckets[current[0]]):
-            plan.append(current)
-            current = []
-        current.append(i)
-    if current:
-        plan.append(current)
-    return plan
-
-
-def _run_batched(
-    items: Sequence[_T],
-    plan: list[list[int]],
-    fn: Callable[[Any], Sequence[_R]],
-    what: str,
-    model_id: str,
-    *,
-    prepare: Callable[[list[_T]], Any] | None = None,
-    prefetch: int = 0,
-) -> list[_R]:
-    """Call ``fn`` once per planned batch and return the results in the caller's order.
-
-    With ``prepare``, each batch goes through ``prepare`` (CPU preprocessing) and then ``fn``.
-    With ``prefetch`` = k > 0, up to k batches are prepared ahead on k helper threads while
-    ``fn`` runs (``prepare`` must then be safe to call from several threads at once).
-    """
-    out: list[_R | None] = [None] * len(items)
-    batches = [[items[i] for i in idx] for idx in plan]
-    prep = prepare if prepare is not None else (lambda b: b)
-
-    def consume(idx: list[int], batch: list[_T], prepared: Any) -> None:
-        results = list(fn(prepared))
-        if len(results) != len(batch):
-            raise ModelOutputError(
-                f"{model_id}: {what} returned {len(results)} results for a batch of "
-                f"{len(batch)} inputs; expected one per input"
-            )
-        for i, r in zip(idx, results, strict=True):
-            out[i] = r
-
-    if prefetch > 0 and len(batches) > 1:
-        pool = ThreadPoolExecutor(max_workers=prefetch, thread_name_prefix="ragspine-prep")
-        try:
-            pending = deque(pool.submit(prep, b) for b in batches[:prefetch])
-            next_batch = len(pending)
-            for idx, batch in zip(plan, batches, strict=True):
-                prepared = pending.popleft().result()
-                if next_batch < len(batches):
-                    pending.append(pool.submit(prep, batches[next_batch]))
-                    next_batch += 1
-                consume(idx, batch, prepared)
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-    else:
-        for idx, batch in zip(plan, batches, strict=True):
-            consume(idx, batch, prep(batch))
-    missing = [i for i, r in enumerate(out) if r is None]
-    if missing:  # pragma: no cover - plan_batches covers every index
-        raise ModelOutputError(f"{model_id}: {what} produced no result for inputs {missing[:5]}")
-    return out  # type: ignore[return-value]
 
 
 # -- validation helpers ------------------------------------------------------------------------
@@ -309,6 +227,49 @@ class BasePageEncoder(_ModelInfo, ABC):
     prefetch: int = 0
 
     def encode_pages(self, images: Sequence[Image]) -> list[EncodedPage]:
+        images = self._check_images(images)
+        if not images:
+            return []
+        pages = run_batched(
+            images,
+            self._plan(images),
+            self._encode_pages,
+            "encode_pages",
+            self.model_id,
+            prepare=self._prepare_pages,
+            prefetch=self.prefetch,
+        )
+        return self._check_pages(pages)
+
+    def prepare_pages(self, images: Sequence[Image]) -> PreparedPages:
+        """The CPU half of :meth:`encode_pages` (checks, batch plan, preprocessing), so that a
+        pipeline can prepare the next pages on its own threads while the device encodes these:
+        ``encode_prepared(prepare_pages(x))`` equals ``encode_pages(x)``. Thread-safe when
+        ``_prepare_pages`` is."""
+        images = self._check_images(images)
+        plan = self._plan(images) if images else []
+        batches = [self._prepare_pages([images[i] for i in idx]) for idx in plan]
+        return PreparedPages(self, len(images), plan, batches)
+
+    def encode_prepared(self, prepared: PreparedPages) -> list[EncodedPage]:
+        """The device half of :meth:`encode_pages`, over batches :meth:`prepare_pages` made."""
+        if prepared.encoder is not self:
+            raise ValueError("encode_prepared: these pages were prepared by another encoder")
+        if not prepared.n:
+            return []
+        # The items are the images' positions, so each planned batch names its prepared one.
+        ready = {tuple(idx): b for idx, b in zip(prepared.plan, prepared.batches, strict=True)}
+        pages = run_batched(
+            list(range(prepared.n)),
+            prepared.plan,
+            self._encode_pages,
+            "encode_pages",
+            self.model_id,
+            prepare=lambda idx: ready[tuple(idx)],
+        )
+        return self._check_pages(pages)
+
+    def _check_images(self, images: Sequence[Image]) -> list[Image]:
         images = list(images)
         from PIL.Image import Image as _PILImage  # lazy: PIL comes with the gpu extra
 
@@ -319,22 +280,16 @@ class BasePageEncoder(_ModelInfo, ABC):
                 )
             if im.width < 1 or im.height < 1:
                 raise InvalidRequestError(f"encode_pages: image {i} is empty ({im.size})")
-        if not images:
-            return []
-        plan = plan_batches(
+        return images
+
+    def _plan(self, images: list[Image]) -> list[list[int]]:
+        return plan_batches(
             [-(im.width * im.height) for im in images],
             self.batch_size,
             [self._bucket_key(im) for im in images],
         )
-        pages = _run_batched(
-            images,
-            plan,
-            self._encode_pages,
-            "encode_pages",
-            self.model_id,
-            prepare=self._prepare_pages,
-            prefetch=self.prefetch,
-        )
+
+    def _check_pages(self, pages: list[EncodedPage]) -> list[EncodedPage]:
         for i, p in enumerate(pages):
             if not isinstance(p, EncodedPage) or p.dim != self.dim:
                 raise ModelOutputError(
@@ -354,7 +309,7 @@ class BasePageEncoder(_ModelInfo, ABC):
                 "needs at least one word"
             )
         plan = plan_batches([-len(t) for t in texts], self.query_batch_size)
-        out = _run_batched(texts, plan, self._encode_queries, "encode_queries", self.model_id)
+        out = run_batched(texts, plan, self._encode_queries, "encode_queries", self.model_id)
         return [
             _check_multivector(q, self.dim, self.model_id, "query", i) for i, q in enumerate(out)
         ]
@@ -392,7 +347,7 @@ class BaseTextMultiVectorEncoder(_ModelInfo, ABC):
         if not texts:
             return []
         plan = plan_batches([-len(t) for t in texts], self.batch_size)
-        out = _run_batched(
+        out = run_batched(
             texts, plan, lambda b: self._encode(b, kind), f"encode_{kind}s", self.model_id
         )
         return [_check_multivector(v, self.dim, self.model_id, kind, i) for i, v in enumerate(out)]
@@ -414,7 +369,7 @@ class BaseReranker(_ModelInfo, ABC):
         if not texts:
             return []
         plan = plan_batches([-len(t) for t in texts], self.batch_size)
-        out = _run_batched(texts, plan, lambda b: self._score(query, b), "score", self.model_id)
+        out = run_batched(texts, plan, lambda b: self._score(query, b), "score", self.model_id)
         scores = [float(s) for s in out]
         bad = [i for i, s in enumerate(scores) if not np.isfinite(s)]
         if bad:
@@ -454,7 +409,7 @@ class BaseDenseTextEncoder(_ModelInfo, ABC):
                 )
             return list(arr)
 
-        rows = _run_batched(texts, plan, run, "encode", self.model_id)
+        rows = run_batched(texts, plan, run, "encode", self.model_id)
         out = np.stack(rows).astype(np.float32, copy=False)  # (n, dim)
         if not np.isfinite(out).all():
             raise ModelOutputError(f"{self.model_id}: dense vectors contain NaN or inf")

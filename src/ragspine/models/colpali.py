@@ -29,6 +29,7 @@ import torch
 from ragspine.models._runtime import (
     check_attn,
     model_kwargs,
+    pin,
     resolve_device,
     resolve_dtype,
     to_device,
@@ -97,6 +98,9 @@ class ColVisionEncoder(BasePageEncoder):
         #: one: a full-size page costs ~20-100 ms of CPU preprocessing (measured on 1 core:
         #: ColPali 19-24, ColQwen2 38-58, ColIdefics3 ~100 ms), more than its GPU forward.
         self.prefetch = PREFETCH.get(device.type, 0)
+        #: Prepared page batches go to pinned host memory on the prep threads, so their copy to
+        #: the GPU does not block (``_runtime.pin``); only on CUDA.
+        self.pin_memory = device.type == "cuda"
         self._local = threading.local()
 
     # -- loading -------------------------------------------------------------------------------
@@ -174,7 +178,10 @@ class ColVisionEncoder(BasePageEncoder):
         proc = self._thread_processor()
         batch = proc.process_images(images)
         batch.pop("labels", None)  # ColPali's processor adds LM labels; never needed here
-        return batch, self._layout(proc, batch, images)
+        layouts = self._layout(proc, batch, images)
+        if self.pin_memory:
+            batch = pin(batch, self.dtype)
+        return batch, layouts
 
     @torch.inference_mode()
     def _encode_pages(self, prepared: tuple[Any, list[_Layout]]) -> list[EncodedPage]:
