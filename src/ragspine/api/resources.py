@@ -204,8 +204,8 @@ class IngestResult(Reply):
     ocr_seconds: float = 0.0
     dense: DenseState = "none"
     dense_pending: int = 0
-    #: Seconds of each ingest stage (parse, render_wait, encode, write_wait, commit, and the
-    #: writer thread's write): which one bounds this ingest.
+    #: Seconds of each ingest stage (parse, render_wait, encode_wait, points, write_wait, commit,
+    #: and the encode and writer threads' own encode and write): which one bounds this ingest.
     stages: dict[str, float] = Field(default_factory=dict)
 
 

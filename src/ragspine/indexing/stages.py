@@ -7,12 +7,15 @@ The stages of one document, as the ingesting thread lives them:
   policy, the profile, the staging entry: everything before the first batch is written;
 - ``render_wait``: waiting for page renders (thumbnails and model images, made a batch or more
   ahead by a thread or the render workers): the renderers bound the ingest when it is large;
-- ``encode``: the page and dense encoders, BM25 weights, points and thumbnails of each batch;
+- ``encode_wait``: waiting for the page encoder (its own thread, a batch ahead:
+  :mod:`ragspine.indexing.encode_stage`): the page model bounds it;
+- ``points``: the dense passage encoder, BM25 weights, the page's first-stage vectors, points
+  and thumbnails of each batch: this thread's own work bounds it;
 - ``write_wait``: waiting for the writer thread to store the previous batch: the store bounds it;
 - ``commit``: making the version live and committing it (statistics, retirement, listeners).
 
-``write`` is the writer thread's own time in the store; it overlaps ``encode`` and is not part of
-the ingesting thread's time.
+``encode`` is the encode thread's own time in the page model, and ``write`` the writer thread's
+own time in the store; they overlap ``points`` and are not part of the ingesting thread's time.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 #: The ingesting thread's stages, in order; their seconds add up to (nearly) the whole ingest.
-THREAD_STAGES = ("parse", "render_wait", "encode", "write_wait", "commit")
+THREAD_STAGES = ("parse", "render_wait", "encode_wait", "points", "write_wait", "commit")
 #: What :meth:`VersionWriter.write <ragspine.indexing.writer.VersionWriter.write>` measures.
-WRITE_STAGES = ("render_wait", "encode", "write_wait", "write")
-STAGES = (*THREAD_STAGES, "write")
+WRITE_STAGES = ("render_wait", "encode_wait", "points", "write_wait", "encode", "write")
+#: The other threads' own time: the page encoder's and the writer's.
+SIDE_STAGES = ("encode", "write")
+STAGES = (*THREAD_STAGES, *SIDE_STAGES)
 
 
 def bound(times: Mapping[str, float]) -> str | None:
@@ -38,7 +43,8 @@ def summary(times: Mapping[str, float]) -> str:
     if total <= 0:
         return "no stage timed"
     parts = [f"{k.replace('_', ' ')} {100 * times.get(k, 0.0) / total:.0f}%" for k in THREAD_STAGES]
-    return f"time by stage: {', '.join(parts)} (writer thread {times.get('write', 0.0):.1f} s): {bound(times)} bounds it"
+    side = f"encode thread {times.get('encode', 0.0):.1f} s, writer thread {times.get('write', 0.0):.1f} s"
+    return f"time by stage: {', '.join(parts)} ({side}): {bound(times)} bounds it"
 
 
 def add(into: dict[str, float], times: Mapping[str, float]) -> None:

@@ -11,17 +11,20 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ragspine.catalog import LengthStats, LibraryModels, library_models
 from ragspine.errors import InvalidRequestError, NoTextError
 from ragspine.indexing.bm25_stats import UPSERT_BATCH
+from ragspine.indexing import encode_stage
 from ragspine.indexing.context import ContextBuilder
 from ragspine.indexing.dense_reuse import DenseReuse
+from ragspine.indexing.encode_stage import EncodeStage, PagePrep
 from ragspine.indexing.pdf import PageContent, ParsedPDF
 from ragspine.indexing.points import PagePassages, length_stats, page_passages, page_points
 from ragspine.indexing.render import PageRenderer
+from ragspine.indexing.stages import WRITE_STAGES
 from ragspine.store.base import SPARSE_CHUNK, SPARSE_PAGE, PointData
 
 if TYPE_CHECKING:
@@ -56,6 +59,8 @@ class VersionWriter:
     bm25: BM25Params
     renders: RenderProcesses
     thumbs: Thumbnails
+    #: The threads that preprocess page batches for the encoder, kept between documents.
+    prep: PagePrep = field(default_factory=PagePrep)
 
     def write(
         self,
@@ -82,8 +87,11 @@ class VersionWriter:
         other passages are written without one, for the dense phase
         (:mod:`ragspine.indexing.dense_phase`). The last value returned: how many were.
         ``times`` gains the seconds of each stage (:data:`~ragspine.indexing.stages.WRITE_STAGES`):
-        the encoder waiting for renders, encoding, waiting for the writer, and the writer's own."""
+        this thread waiting for renders, for the page encoder, building points, waiting for the
+        writer; the encode thread's and the writer thread's own."""
         clock = times if times is not None else {}
+        for stage in WRITE_STAGES:  # every stage reported, 0 where it did not run (no page model)
+            clock.setdefault(stage, 0.0)
         s = self.settings
         doc_id = base["doc_id"]
         reuse = DenseReuse()
@@ -116,73 +124,87 @@ class VersionWriter:
                 self.libraries.check_lease(library)  # a writer whose lease ran out writes nothing more
                 self.store.upsert(library, points[i : i + UPSERT_BATCH])
 
-        # Three stages overlap: rendering (helper thread) | encoding (this thread; torch releases
-        # the GIL on the device) | writing (writer thread). At most one batch waits to be
-        # written, and every write has finished before this returns or raises: an abort must
-        # never race a late write of the version it deletes.
+        # Four stages overlap: rendering (helper thread or render processes) | page encoding
+        # (the encode thread, ragspine.indexing.encode_stage) | points (this thread) | writing
+        # (writer thread). This thread hands batch k+1 to the encoder before it builds batch k's
+        # points, and at most one batch waits to be written. Every write has finished before
+        # this returns or raises: an abort must never race a late write of the version it deletes.
         writing: Future[None] | None = None
         pending: deque[Any] = deque()
+        encoding: deque[tuple[list[PagePassages], list[Any], Future[Any] | None]] = deque()
 
         def numbers(batch: list[PagePassages]) -> list[int]:
             return [pp.page.number for pp in batch]
 
+        def finish(batch: list[PagePassages], rendered: list[Any], enc: Future[Any] | None) -> None:
+            nonlocal writing, done, n_chunks
+            t = time.perf_counter()
+            encoded: list[Any] = [None] * len(batch)
+            if enc is not None:
+                encoded = enc.result()
+            elif page_vectors is not None and models.page is not None:
+                encoded = [page_vectors[pp.page.number] for pp in batch]
+                for e in encoded:
+                    if int(e.dim) != int(models.page.dim):
+                        raise InvalidRequestError(
+                            f"page_vectors have dim {e.dim}; the library's page field has {models.page.dim}"
+                        )
+            _add(clock, "encode_wait", t)
+            t = time.perf_counter()
+            dense: list[Any] = []
+            if models.dense is not None:
+                # Context and text, as BM25 sees them: the reuse below is keyed on this too.
+                texts = [p.indexed(pp.page) for pp in batch for p in pp.passages]
+                dense = reuse.encode(models.dense, texts, defer=defer_dense) if texts else []
+            points: list[PointData] = []
+            for pp, (png, _), e in zip(batch, rendered, encoded):
+                n = len(pp.passages)
+                pts, psg = page_points(pp, base=base, classification=classes[pp.page.number], version=version,
+                                       avgdl=(avg_c, avg_p), bm25=self.bm25, encoded=e, models=models,
+                                       dense=dense[:n])
+                dense = dense[n:]
+                points += pts
+                passages.extend(psg)
+                n_chunks += n
+                if png is not None:
+                    thumb = self.thumbs.path(library, doc_id, version, pp.page.number)
+                    thumb.parent.mkdir(parents=True, exist_ok=True)
+                    thumb.write_bytes(png)
+            _add(clock, "points", t)
+            if writing is not None:
+                t = time.perf_counter()
+                writing.result()  # the previous batch is in (and its error, if any, raised)
+                _add(clock, "write_wait", t)
+            writing = writer.submit(write, points)
+            done += len(batch)
+            if progress is not None:
+                progress(done, len(per_page))
+
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-render") as thread, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-write") as writer, \
+                EncodeStage(models.page, self.prep, clock) as encoder, \
                 PageRenderer(parsed, thread=thread, procs=self.renders, encoder=models.page, want_image=want_image,
                              key=f"{library}/{doc_id}/{version}", thumb_dpi=s.thumbnail_dpi,
                              thumb_max_px=s.thumbnail_max_px, image_dpi=s.page_render_dpi) as renderer:
             size = renderer.batch_size(s.page_batch_size if models.page is not None else UPSERT_BATCH)
             batches = [per_page[i : i + size] for i in range(0, len(per_page), size)]
             ahead = renderer.ahead
+            # Batches encoded ahead of the points: only when there is an encoder to overlap.
+            encode_ahead = encode_stage.ENCODE_AHEAD if want_image else 0
             try:
                 pending = deque(renderer.submit(numbers(b)) for b in batches[:ahead])
                 for bi, batch in enumerate(batches):
                     t = time.perf_counter()
                     rendered = renderer.collect(pending.popleft(), numbers(batch))
                     _add(clock, "render_wait", t)
-                    t = time.perf_counter()
                     if bi + ahead < len(batches):
                         pending.append(renderer.submit(numbers(batches[bi + ahead])))
-                    encoded: list[Any] = [None] * len(batch)
-                    if want_image:
-                        encoded = models.page.encode_pages([img for _, img in rendered])
-                    elif page_vectors is not None and models.page is not None:
-                        encoded = [page_vectors[pp.page.number] for pp in batch]
-                        for enc in encoded:
-                            if int(enc.dim) != int(models.page.dim):
-                                raise InvalidRequestError(
-                                    f"page_vectors have dim {enc.dim}; the library's page field has {models.page.dim}"
-                                )
-                    dense: list[Any] = []
-                    if models.dense is not None:
-                        # Context and text, as BM25 sees them: the reuse below is keyed on this too.
-                        texts = [p.indexed(pp.page) for pp in batch for p in pp.passages]
-                        dense = reuse.encode(models.dense, texts, defer=defer_dense) if texts else []
-                    points: list[PointData] = []
-                    for pp, (png, _), enc in zip(batch, rendered, encoded):
-                        n = len(pp.passages)
-                        pts, psg = page_points(pp, base=base, classification=classes[pp.page.number], version=version,
-                                               avgdl=(avg_c, avg_p), bm25=self.bm25, encoded=enc, models=models,
-                                               dense=dense[:n])
-                        dense = dense[n:]
-                        points += pts
-                        passages += psg
-                        n_chunks += n
-                        if png is not None:
-                            thumb = self.thumbs.path(library, doc_id, version, pp.page.number)
-                            thumb.parent.mkdir(parents=True, exist_ok=True)
-                            thumb.write_bytes(png)
-                    if writing is not None:
-                        _add(clock, "encode", t)
-                        t = time.perf_counter()
-                        writing.result()  # the previous batch is in (and its error, if any, raised)
-                        _add(clock, "write_wait", t)
-                    else:
-                        _add(clock, "encode", t)
-                    writing = writer.submit(write, points)
-                    done += len(batch)
-                    if progress is not None:
-                        progress(done, len(per_page))
+                    enc = encoder.submit([img for _, img in rendered]) if want_image else None
+                    encoding.append((batch, rendered, enc))
+                    if len(encoding) > encode_ahead:
+                        finish(*encoding.popleft())
+                while encoding:
+                    finish(*encoding.popleft())
                 if writing is not None:
                     t = time.perf_counter()
                     writing.result()

@@ -27,7 +27,7 @@ class Metrics:
         )
         self.ingest_stage_seconds = Counter(
             "ragspine_ingest_stage_seconds_total", "Seconds ingests spent in each stage (ragspine.indexing.stages): "
-            "the largest of parse, render_wait, encode, write_wait and commit bounds the ingest", ["stage"],
+            "the largest of parse, render_wait, encode_wait, points, write_wait and commit bounds the ingest", ["stage"],
             registry=self.registry,
         )
         self.degraded_answers = Counter(

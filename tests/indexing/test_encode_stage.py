@@ -1,0 +1,219 @@
+"""The page encoder as a stage of its own (``ragspine.indexing.encode_stage``): the next batch
+encodes while the ingesting thread builds this batch's points, every page keeps its own vectors,
+an encoder that can prepare pages apart has them prepared on the prep threads, and a failure
+leaves nothing running and nothing committed."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pdfs
+import pytest
+from ragspine.config import Settings
+from ragspine.engine import Engine
+from ragspine.errors import RagspineError
+from ragspine.indexing import encode_stage, writer
+from ragspine.models.base import BasePageEncoder, EncodedPage
+from ragspine.models.errors import ModelOutputError
+from ragspine.models.modelset import ModelSet
+
+PAGES = [f"Page {i} of the harbour report: revenue, tonnage and berths." for i in range(1, 11)]
+BATCH = 3  # 10 pages: batches of 3, 3, 3, 1
+
+
+def _page(value: float) -> EncodedPage:
+    return EncodedPage(np.full((4, 16), value, dtype=np.float32), np.ones(4, dtype=bool), (2, 2))
+
+
+class Counting:
+    """A page model without a prepare step (as a Ray Serve proxy): the n-th image it encodes
+    gets vectors of value n, and every call says on which thread it ran."""
+
+    model_id, revision, dim = "test/counting-pages", "1", 16
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.calls: list[tuple[int, str]] = []
+        self.second = threading.Event()
+        self.fail_at: int | None = None
+
+    def encode_pages(self, images: list[Any]) -> list[EncodedPage]:
+        self.calls.append((len(images), threading.current_thread().name))
+        if len(self.calls) == 2:
+            self.second.set()
+        if self.fail_at == len(self.calls):
+            raise ModelOutputError("test/counting-pages: the device fell over")
+        out = [_page(self.seen + i) for i in range(len(images))]
+        self.seen += len(images)
+        return out
+
+    def encode_queries(self, texts: list[str]) -> list[np.ndarray]:
+        return [np.eye(2, 16, dtype=np.float32) for _ in texts]
+
+
+class Splitting(BasePageEncoder):
+    """A page model that prepares apart (``prepare_pages``) on ``prefetch`` threads."""
+
+    model_id, revision, dim = "test/splitting-pages", "1", 16
+
+    def __init__(self) -> None:
+        self.batch_size = BATCH
+        self.prefetch = 2
+        self.threads: dict[str, set[str]] = {"prepare": set(), "encode": set()}
+
+    def _bucket_key(self, image: Any) -> Any:
+        return 0
+
+    def _prepare_pages(self, images: list[Any]) -> Any:
+        self.threads["prepare"].add(threading.current_thread().name)
+        return [float(np.asarray(im, dtype=np.float64).mean()) for im in images]
+
+    def _encode_pages(self, prepared: Any) -> list[EncodedPage]:
+        self.threads["encode"].add(threading.current_thread().name)
+        return [_page(v) for v in prepared]
+
+    def _encode_queries(self, texts: list[str]) -> list[np.ndarray]:
+        return [np.eye(2, 16, dtype=np.float32) for _ in texts]
+
+
+@pytest.fixture
+def points(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, float]]:
+    """(page number, first value of its encoded vectors) for every page's points, in order."""
+    seen: list[tuple[int, float]] = []
+    real = writer.page_points
+
+    def spy(pp: Any, **kw: Any) -> Any:
+        seen.append((pp.page.number, float(kw["encoded"].vectors[0, 0])))
+        return real(pp, **kw)
+
+    monkeypatch.setattr(writer, "page_points", spy)
+    return seen
+
+
+def _engine(tmp_path: Path, model: Any) -> Engine:
+    eng = Engine(Settings(data_dir=tmp_path / "data", dense_model="none", reranker="none", ocr="off",
+                          page_batch_size=BATCH, page_vector_dtype="float32", render_workers=1),
+                 models=ModelSet(page=model))
+    eng.create_library("lib")
+    return eng
+
+
+def _pdf(tmp_path: Path) -> Path:
+    pdf = tmp_path / "report.pdf"
+    pdf.write_bytes(pdfs.make_pdf(PAGES))
+    return pdf
+
+
+def test_the_next_batch_encodes_while_this_one_becomes_points(tmp_path: Path, points: list[Any],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first batch's points wait (up to 10 s) for the encoder to start on the second batch:
+    with the stage a batch ahead it has, at once."""
+    model = Counting()
+    waited: list[bool] = []
+    spy = writer.page_points
+
+    def first_waits(pp: Any, **kw: Any) -> Any:
+        if pp.page.number == 1:
+            waited.append(model.second.wait(10.0))
+        return spy(pp, **kw)
+
+    monkeypatch.setattr(writer, "page_points", first_waits)
+    eng = _engine(tmp_path, model)
+    try:
+        r = eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"})
+    finally:
+        eng.close()
+    assert r.pages_indexed == 10 and waited == [True]
+    assert [n for n, _ in model.calls] == [3, 3, 3, 1]
+    assert {name for _, name in model.calls} == {"ragspine-encode_0"}
+    # Each page has the vectors of its own image: the n-th page encoded was page n.
+    assert points == [(n, float(n - 1)) for n in range(1, 11)]
+
+
+def test_inline_the_encoder_never_runs_ahead(tmp_path: Path, points: list[Any],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above, shown failing: with ENCODE_AHEAD = 0 (the order before the stage) the
+    second batch is not encoded until the first batch's points are built."""
+    monkeypatch.setattr(encode_stage, "ENCODE_AHEAD", 0)
+    model = Counting()
+    waited: list[bool] = []
+    spy = writer.page_points
+
+    def first_waits(pp: Any, **kw: Any) -> Any:
+        if pp.page.number == 1:
+            waited.append(model.second.wait(0.5))
+        return spy(pp, **kw)
+
+    monkeypatch.setattr(writer, "page_points", first_waits)
+    eng = _engine(tmp_path, model)
+    try:
+        r = eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"})
+    finally:
+        eng.close()
+    assert r.pages_indexed == 10 and waited == [False]
+    assert points == [(n, float(n - 1)) for n in range(1, 11)]
+
+
+def test_pages_are_prepared_on_the_prep_threads_and_encoded_on_the_encode_thread(tmp_path: Path,
+                                                                                 points: list[Any]) -> None:
+    model = Splitting()
+    eng = _engine(tmp_path, model)
+    try:
+        pdf = _pdf(tmp_path)
+        eng.ingest("lib", pdf, {"doc_id": "a"})
+        prep = eng.indexer.writer.prep._pool  # noqa: SLF001
+        eng.ingest("lib", pdf, {"doc_id": "b"})
+        assert eng.indexer.writer.prep._pool is prep  # noqa: SLF001 - kept between documents
+    finally:
+        eng.close()
+    assert model.threads["encode"] == {"ragspine-encode_0"}
+    assert model.threads["prepare"] and all(t.startswith("ragspine-prep") for t in model.threads["prepare"])
+    # Each page's value is its own image's mean pixel: the same for a page in both documents.
+    first, second = points[:10], points[10:]
+    assert [n for n, _ in first] == [n for n, _ in second] == list(range(1, 11))
+    assert first == second
+    assert len({v for _, v in first}) > 1  # the pages differ, so the order is checked
+
+
+def test_an_encoder_failure_stops_the_stage_and_commits_nothing(tmp_path: Path) -> None:
+    model = Counting()
+    model.fail_at = 2
+    eng = _engine(tmp_path, model)
+    try:
+        with pytest.raises(RagspineError, match="the device fell over"):
+            eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"})
+        calls = len(model.calls)
+        assert eng.documents("lib") == []
+        # Nothing encodes after the ingest has returned: the batches behind the failure were dropped.
+        threading.Event().wait(0.2)
+        assert len(model.calls) == calls <= 3
+        model.fail_at = None
+        r = eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"})
+        assert r.status != "unchanged" and r.pages_indexed == 10
+    finally:
+        eng.close()
+
+
+def test_prep_threads_grow_for_an_encoder_that_wants_more() -> None:
+    class Wants:
+        def __init__(self, n: int) -> None:
+            self.prefetch = n
+
+        def prepare_pages(self, images: list[Any]) -> list[Any]:
+            return [threading.current_thread().name for _ in images]
+
+    prep = encode_stage.PagePrep()
+    try:
+        assert prep.submit(Wants(0), [1]) is None  # prepares inline
+        assert encode_stage.PagePrep.workers(object()) == 0  # no prepare_pages: inline too
+        assert prep.submit(Wants(1), [1]).result() == ["ragspine-prep_0"]
+        first = prep._pool  # noqa: SLF001
+        prep.submit(Wants(1), [1]).result()
+        assert prep._pool is first  # noqa: SLF001
+        prep.submit(Wants(3), [1]).result()
+        assert prep._pool is not first and prep._size == 3  # noqa: SLF001
+    finally:
+        prep.close()
