@@ -102,8 +102,9 @@ def render_alone(pdfs: list[Path], settings: Any) -> tuple[int, float]:
 
 
 def ingest(pdfs: list[Path], *, ocr: str, workers: int, batch_size: int, jobs: int | None,
-           dense: Any = None, label: str, parse_workers: int = 0) -> Row:
-    """Every PDF in two phases, ``jobs`` first phases at once, as ``ragspine ingest`` does."""
+           dense: Any = None, label: str, parse_workers: int = 0, encoder: Any = None) -> Row:
+    """Every PDF in two phases, ``jobs`` first phases at once, as ``ragspine ingest`` does;
+    ``encoder``: the page model (default: :class:`InstantEncoder`)."""
     from ragspine.config import Settings
     from ragspine.engine import Engine
     from ragspine.evaluation.corpus import tree_cpu_seconds
@@ -114,7 +115,7 @@ def ingest(pdfs: list[Path], *, ocr: str, workers: int, batch_size: int, jobs: i
     try:
         settings = Settings(data_dir=tmp, reranker="none", page_batch_size=batch_size, render_workers=workers,
                             ocr=ocr, dense_phase="inline", parse_workers=parse_workers)
-        eng = Engine(settings, models=ModelSet(page=InstantEncoder(), dense=dense))
+        eng = Engine(settings, models=ModelSet(page=encoder or InstantEncoder(), dense=dense))
         try:
             eng.create_library("bench")
             n_jobs = jobs if jobs is not None else eng.ingest_jobs(len(pdfs))
