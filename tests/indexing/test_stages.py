@@ -102,7 +102,8 @@ def test_the_summary_names_shares_and_the_bound() -> None:
     times = {"parse": 1.0, "render_wait": 0.5, "encode_wait": 1.5, "points": 0.5, "write_wait": 0.25, "commit": 0.25,
              "encode": 2.5, "write": 0.8}
     assert summary(times) == ("time by stage: parse 25%, render wait 12%, encode wait 38%, points 12%, write wait 6%, "
-                              "commit 6% (encode thread 2.5 s, writer thread 0.8 s): encode_wait bounds it")
+                              "commit 6% (encode thread 2.5 s (busy 91% of the pages' time), writer thread 0.8 s): "
+                              "encode_wait bounds it")
     assert bound({}) is None and summary({}) == "no stage timed"
 
 

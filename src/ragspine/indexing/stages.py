@@ -16,6 +16,8 @@ The stages of one document, as the ingesting thread lives them:
 
 ``encode`` is the encode thread's own time in the page model, and ``write`` the writer thread's
 own time in the store; they overlap ``points`` and are not part of the ingesting thread's time.
+The summary gives the encode thread's busy share of the pages' time (render wait to write wait):
+on a GPU, how much of the ingest kept the device at work.
 """
 
 from __future__ import annotations
@@ -43,8 +45,16 @@ def summary(times: Mapping[str, float]) -> str:
     if total <= 0:
         return "no stage timed"
     parts = [f"{k.replace('_', ' ')} {100 * times.get(k, 0.0) / total:.0f}%" for k in THREAD_STAGES]
-    side = f"encode thread {times.get('encode', 0.0):.1f} s, writer thread {times.get('write', 0.0):.1f} s"
+    encode = times.get("encode", 0.0)
+    busy = f" (busy {100 * encode / pages:.0f}% of the pages' time)" if (pages := _pages_time(times)) > 0 and encode else ""
+    side = f"encode thread {encode:.1f} s{busy}, writer thread {times.get('write', 0.0):.1f} s"
     return f"time by stage: {', '.join(parts)} ({side}): {bound(times)} bounds it"
+
+
+def _pages_time(times: Mapping[str, float]) -> float:
+    """The ingesting thread's seconds from the first page batch to the last write: the time the
+    page encoder could have been busy (its busy share is the device's, where it has one)."""
+    return sum(times.get(k, 0.0) for k in ("render_wait", "encode_wait", "points", "write_wait"))
 
 
 def add(into: dict[str, float], times: Mapping[str, float]) -> None:
