@@ -217,3 +217,60 @@ def test_prep_threads_grow_for_an_encoder_that_wants_more() -> None:
         assert prep._pool is not first and prep._size == 3  # noqa: SLF001
     finally:
         prep.close()
+
+
+class OnDevice(Counting):
+    """A page model on a device (``device.type``), with ColPali-shaped random pages of varied
+    lengths, so that the MUVERA encodings differ page by page."""
+
+    dim = 128
+
+    def __init__(self, device: str) -> None:
+        super().__init__()
+        import torch
+
+        self.device = torch.device(device)
+
+    def encode_pages(self, images: list[Any]) -> list[EncodedPage]:
+        out = []
+        for _ in images:
+            rng = np.random.default_rng(self.seen)
+            n = 5 + 40 * (self.seen % 3)
+            v = rng.standard_normal((n, 128)).astype(np.float32)
+            out.append(EncodedPage(v, np.zeros(n, dtype=bool), None))
+            self.seen += 1
+        return out
+
+
+@pytest.mark.parametrize("on_device", [True, False])
+def test_muvera_vectors_are_made_on_the_encoders_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         on_device: bool) -> None:
+    """With the page model on a device of FIRST_STAGE_DEVICES (here the CPU stands in for CUDA),
+    the encode thread makes each page's MUVERA vector, equal to the ingesting thread's numpy one;
+    a model on another device leaves them to the ingesting thread."""
+    pytest.importorskip("torch")
+    from ragspine.catalog import PAGE_FDE, first_stage_vectors
+
+    if on_device:
+        monkeypatch.setattr(encode_stage, "FIRST_STAGE_DEVICES", ("cuda", "cpu"))
+    seen: list[tuple[Any, Any]] = []
+    real = writer.page_points
+
+    def spy(pp: Any, **kw: Any) -> Any:
+        seen.append((kw["first_stage"], first_stage_vectors(kw["encoded"], kw["models"])))
+        return real(pp, **kw)
+
+    monkeypatch.setattr(writer, "page_points", spy)
+    eng = _engine(tmp_path, OnDevice("cpu"))
+    try:
+        assert eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"}).pages_indexed == 10
+    finally:
+        eng.close()
+    assert len(seen) == 10
+    for device_made, numpy_made in seen:
+        if not on_device:
+            assert device_made is None
+            continue
+        assert set(device_made) == {PAGE_FDE}
+        np.testing.assert_allclose(device_made[PAGE_FDE], numpy_made[PAGE_FDE], rtol=1e-5, atol=1e-6)
+    assert len({float(b[PAGE_FDE][0]) for _, b in seen}) > 1

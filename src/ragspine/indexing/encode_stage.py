@@ -15,6 +15,10 @@ has its batches prepared on :class:`PagePrep`'s threads, so the encode thread fe
 and nothing else. Encoders without the split (a Ray Serve proxy, a test double) run whole on the
 encode thread.
 
+With the page model on a GPU and a MUVERA first stage, the encode thread also encodes each
+batch's MUVERA vectors on the device (:func:`device_first_stage`), taking them off the
+ingesting thread, whose own work per page bounds an ingest on a GPU node.
+
 The encode thread's own seconds are the ``encode`` stage; the ingesting thread's wait for it is
 ``encode_wait`` (:mod:`ragspine.indexing.stages`).
 """
@@ -25,12 +29,41 @@ import threading
 import time
 from collections.abc import Callable, MutableMapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ragspine.catalog import PAGE_FDE
+from ragspine.scoring.muvera import muvera
+
+if TYPE_CHECKING:
+    from ragspine.catalog import LibraryModels
+
+#: Device types whose page model's encode thread computes the MUVERA first stage there too.
+FIRST_STAGE_DEVICES = ("cuda",)
 
 #: Batches the page encoder runs ahead of the ingesting thread's points: one keeps the device
 #: busy while the thread builds the previous batch's points; 0 encodes inline (the old order,
 #: for ``bench/ingest_ceiling.py --encode-ahead`` to compare).
 ENCODE_AHEAD = 1
+
+
+FirstStage = Callable[[list[Any]], list[dict[str, Any]]]
+_DEVICE_MUVERA: dict[tuple[Any, str], Any] = {}
+
+
+def device_first_stage(models: LibraryModels) -> FirstStage | None:
+    """The first-stage vectors of a batch of encoded pages, computed on the page model's device,
+    for a MUVERA library whose page model runs on one of :data:`FIRST_STAGE_DEVICES`; None
+    otherwise (the ingesting thread computes them, :func:`~ragspine.catalog.first_stage_vectors`)."""
+    device = getattr(models.page, "device", None)
+    if models.muvera is None or getattr(device, "type", None) not in FIRST_STAGE_DEVICES:
+        return None
+    from ragspine.models.muvera_device import DeviceMuvera  # torch: only with a page model on a device
+
+    key = (models.muvera, str(device))
+    dm = _DEVICE_MUVERA.get(key)
+    if dm is None:
+        dm = _DEVICE_MUVERA[key] = DeviceMuvera(muvera(models.muvera), device)
+    return lambda pages: [{PAGE_FDE: e} for e in dm.documents([p.vectors for p in pages])]
 
 
 class PagePrep:
@@ -76,15 +109,18 @@ class PagePrep:
 class EncodeStage:
     """One document's page batches through the page encoder on a thread of their own, in order.
 
-    ``submit(images)`` returns a future of the batch's :class:`EncodedPage` list. Use as a context
+    ``submit(images)`` returns a future of the batch's :class:`EncodedPage` list and, with
+    ``first_stage``, each page's first-stage vectors by field (else None). Use as a context
     manager: leaving it drops batches not yet started and waits for the one running, so no
     encoder call outlives the document's write. ``clock`` gains the encode thread's seconds under
     ``encode``."""
 
-    def __init__(self, encoder: Any, prep: PagePrep, clock: MutableMapping[str, float]) -> None:
+    def __init__(self, encoder: Any, prep: PagePrep, clock: MutableMapping[str, float],
+                 first_stage: FirstStage | None = None) -> None:
         self.encoder = encoder
         self.prep = prep
         self.clock = clock
+        self.first_stage = first_stage
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-encode")
         self._inflight: list[Future[Any]] = []
 
@@ -101,10 +137,11 @@ class EncodeStage:
         ready = prepared.result()  # the prep threads' time, not the encoder's
         return self._timed(self.encoder.encode_prepared, ready)
 
-    def _timed(self, fn: Callable[..., Any], arg: Any) -> Any:
+    def _timed(self, fn: Callable[..., Any], arg: Any) -> tuple[list[Any], list[dict[str, Any]] | None]:
         t = time.perf_counter()
         try:
-            return fn(arg)
+            pages = fn(arg)
+            return pages, (self.first_stage(pages) if self.first_stage is not None else None)
         finally:
             self.clock["encode"] = self.clock.get("encode", 0.0) + time.perf_counter() - t
 

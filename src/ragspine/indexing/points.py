@@ -98,11 +98,14 @@ def page_points(
     encoded: Any = None,
     models: LibraryModels | None = None,
     dense: Sequence[np.ndarray] = (),
+    first_stage: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[list[PointData], list[dict[str, Any]]]:
     """The passage points and the page point of one page (``state=staged``), and the passages
     as index listeners receive them. ``avgdl`` is the (passage, page) average length the BM25
     weights use; ``encoded`` the page's multivector (an ``EncodedPage``) when the library has
-    page vectors; ``dense`` one vector per passage when it has dense passages."""
+    page vectors; ``dense`` one vector per passage when it has dense passages; ``first_stage``
+    the page's first-stage vectors when the encode stage made them on the device (else they are
+    made here)."""
     page, doc_id = pp.page, base["doc_id"]
     common = {**base, "state": "staged", "version": version, "page": page.number, CLASSIFICATION: classification}
     points: list[PointData] = []
@@ -127,7 +130,7 @@ def page_points(
     vectors: dict[str, Any] = {}
     if encoded is not None and models is not None:
         vectors[PAGE_FULL] = encoded.vectors
-        vectors.update(first_stage_vectors(encoded, models))
+        vectors.update(first_stage if first_stage is not None else first_stage_vectors(encoded, models))
         # Where the patch grid lies in the stored multivector (similarity maps).
         payload["grid"] = list(encoded.grid) if encoded.grid is not None else None
         payload["image_tokens"] = mask_runs(encoded.image_mask)

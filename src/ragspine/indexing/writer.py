@@ -20,7 +20,7 @@ from ragspine.indexing.bm25_stats import UPSERT_BATCH
 from ragspine.indexing import encode_stage
 from ragspine.indexing.context import ContextBuilder
 from ragspine.indexing.dense_reuse import DenseReuse
-from ragspine.indexing.encode_stage import EncodeStage, PagePrep
+from ragspine.indexing.encode_stage import EncodeStage, PagePrep, device_first_stage
 from ragspine.indexing.pdf import PageContent, ParsedPDF
 from ragspine.indexing.points import PagePassages, length_stats, page_passages, page_points
 from ragspine.indexing.render import PageRenderer
@@ -140,8 +140,9 @@ class VersionWriter:
             nonlocal writing, done, n_chunks
             t = time.perf_counter()
             encoded: list[Any] = [None] * len(batch)
+            first: list[Any] | None = None  # first-stage vectors made on the device, by page
             if enc is not None:
-                encoded = enc.result()
+                encoded, first = enc.result()
             elif page_vectors is not None and models.page is not None:
                 encoded = [page_vectors[pp.page.number] for pp in batch]
                 for e in encoded:
@@ -157,11 +158,11 @@ class VersionWriter:
                 texts = [p.indexed(pp.page) for pp in batch for p in pp.passages]
                 dense = reuse.encode(models.dense, texts, defer=defer_dense) if texts else []
             points: list[PointData] = []
-            for pp, (png, _), e in zip(batch, rendered, encoded):
+            for i, (pp, (png, _), e) in enumerate(zip(batch, rendered, encoded)):
                 n = len(pp.passages)
                 pts, psg = page_points(pp, base=base, classification=classes[pp.page.number], version=version,
                                        avgdl=(avg_c, avg_p), bm25=self.bm25, encoded=e, models=models,
-                                       dense=dense[:n])
+                                       dense=dense[:n], first_stage=first[i] if first is not None else None)
                 dense = dense[n:]
                 points += pts
                 passages.extend(psg)
@@ -182,7 +183,8 @@ class VersionWriter:
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-render") as thread, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-write") as writer, \
-                EncodeStage(models.page, self.prep, clock) as encoder, \
+                EncodeStage(models.page, self.prep, clock,
+                            device_first_stage(models) if want_image else None) as encoder, \
                 PageRenderer(parsed, thread=thread, procs=self.renders, encoder=models.page, want_image=want_image,
                              key=f"{library}/{doc_id}/{version}", thumb_dpi=s.thumbnail_dpi,
                              thumb_max_px=s.thumbnail_max_px, image_dpi=s.page_render_dpi) as renderer:
