@@ -2,7 +2,7 @@
 batch ahead (``indexing.encode_stage``), in turns.
 
     .venv/bin/python bench/encode_overlap.py [--data ../shared/data/mmlongbench_dev] [--docs 6]
-        [--device-rates 20,40] [--rounds 2] [--render-workers 2] [--prep-threads 1]
+        [--device-rates 20,40] [--rounds 2] [--render-workers 2] [--prep-threads 1] [--muvera-on-encoder]
 
 No GPU is needed: the model stands in for one. Each batch is preprocessed on the CPU by
 transformers' ``SiglipImageProcessor`` at 448 x 448 (what ColPali's processor does to a page:
@@ -14,9 +14,13 @@ pages/s, measured in docs/measured.md "GPU anchors"; the 2 development cores ren
 
 Baseline in the same run: the same ingest with the encoder inline (``ENCODE_AHEAD = 0``: the
 ingesting thread waits for each batch's encoding, then builds its points while the device sits
-idle), in turns with a batch ahead (1, the default). Printed per rate: pages a second of the first
-phase, its ratio to the model-only rate (the issue's target on a GPU: 0.6x), the stage shares, and
-ahead / inline. OCR is off: this measures the page model's stage, not OCR.
+idle), in turns with a batch ahead (1, the default). ``--muvera-on-encoder`` adds a third variant:
+a batch ahead with the MUVERA first stage made on the encode thread by ``models.muvera_device``
+(torch on the CPU standing in for the GPU, as ``FIRST_STAGE_DEVICES`` allows on CUDA), which
+takes it off the ingesting thread. Printed per variant: pages a second of the first phase, its
+ratio to the model-only rate (the issue's target on a GPU: 0.6x), the ingesting thread's own
+work a page ("points"), the stage shares, and each variant against inline. OCR is off: this
+measures the page model's stage, not OCR.
 """
 
 from __future__ import annotations
@@ -42,10 +46,11 @@ class DeviceShapedEncoder(BasePageEncoder):
 
     model_id, revision, dim = "bench/device-shaped-colpali", "0", 128
 
-    def __init__(self, rate: float, prep_threads: int, batch_size: int) -> None:
+    def __init__(self, rate: float, prep_threads: int, batch_size: int, device: Any = None) -> None:
         from transformers import SiglipImageProcessor
 
         self.rate = rate
+        self.device = device  # a torch device: where MUVERA is made, with FIRST_STAGE_DEVICES
         self.prefetch = prep_threads
         self.batch_size = batch_size
         self.processor = SiglipImageProcessor(size={"height": 448, "width": 448})
@@ -74,6 +79,8 @@ def main() -> int:
     ap.add_argument("--render-workers", type=int, default=2)
     ap.add_argument("--prep-threads", type=int, default=1, help="the encoder's prefetch threads (4 on CUDA)")
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--muvera-on-encoder", action="store_true",
+                    help="a third variant: MUVERA made on the encode thread (torch on the CPU for the device)")
     args = ap.parse_args()
 
     from ragspine.config import Settings
@@ -88,21 +95,32 @@ def main() -> int:
         return 2
     print(f"{len(pdfs)} PDFs; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
           f"render workers {args.render_workers}, prep threads {args.prep_threads}, batches of {args.batch_size}")
+    variants = ["inline", "ahead"] + (["ahead, MUVERA on the encode thread"] if args.muvera_on_encoder else [])
     for rate in [float(r) for r in args.device_rates.split(",")]:
-        got: dict[int, list[float]] = {0: [], 1: []}
+        got: dict[str, list[float]] = {v: [] for v in variants}
         for rnd in range(args.rounds):
-            for ahead in ((0, 1) if rnd % 2 == 0 else (1, 0)):
-                encode_stage.ENCODE_AHEAD = ahead
-                enc = DeviceShapedEncoder(rate, args.prep_threads, args.batch_size)
+            for variant in (variants if rnd % 2 == 0 else variants[::-1]):
+                encode_stage.ENCODE_AHEAD = 0 if variant == "inline" else 1
+                on_encoder = "MUVERA" in variant
+                encode_stage.FIRST_STAGE_DEVICES = ("cuda", "cpu") if on_encoder else ("cuda",)
+                device = None
+                if on_encoder:
+                    import torch
+
+                    device = torch.device("cpu")
+                enc = DeviceShapedEncoder(rate, args.prep_threads, args.batch_size, device)
                 row = ingest(pdfs, ocr="off", workers=args.render_workers, batch_size=args.batch_size, jobs=None,
-                             label=f"rate {rate:g}, ahead {ahead}", encoder=enc)
-                got[ahead].append(row.rate)
-                print(f"model {rate:g} pages/s, {'a batch ahead' if ahead else 'inline      '}: {row.rate:5.1f} pages/s "
-                      f"(x{row.rate / rate:.2f} the model's rate), {row.jobs} files at once")
+                             label=f"rate {rate:g}, {variant}", encoder=enc)
+                got[variant].append(row.rate)
+                points_ms = 1000 * row.stages.get("points", 0.0) / max(row.pages, 1)
+                print(f"model {rate:g} pages/s, {variant}: {row.rate:5.1f} pages/s (x{row.rate / rate:.2f} the "
+                      f"model's rate), points {points_ms:.1f} ms a page; {row.pages} pages, {row.jobs} files at once")
                 print(f"    {summary(row.stages)}")
-        inline, ahead_ = float(np.median(got[0])), float(np.median(got[1]))
-        print(f"model {rate:g} pages/s: medians inline {inline:.1f}, ahead {ahead_:.1f} pages/s "
-              f"(x{inline / rate:.2f} -> x{ahead_ / rate:.2f} the model's rate; ahead / inline x{ahead_ / inline:.2f})")
+        med = {v: float(np.median(got[v])) for v in variants}
+        print(f"model {rate:g} pages/s, medians: " + "; ".join(
+            f"{v} {med[v]:.1f} pages/s (x{med[v] / rate:.2f} the model's rate, x{med[v] / med['inline']:.2f} inline)"
+            for v in variants))
+    encode_stage.FIRST_STAGE_DEVICES = ("cuda",)
     encode_stage.ENCODE_AHEAD = 1
     return 0
 
