@@ -2,12 +2,13 @@
 batch ahead (``indexing.encode_stage``), in turns.
 
     .venv/bin/python bench/encode_overlap.py [--data ../shared/data/mmlongbench_dev] [--docs 6]
-        [--device-rates 20,40] [--rounds 2] [--render-workers 2] [--prep-threads 1] [--muvera-on-encoder]
+        [--device-rates 20,40] [--rounds 2] [--render-workers 2] [--prep-threads 1] [--jobs N] [--muvera-on-encoder]
 
 No GPU is needed: the model stands in for one. Each batch is preprocessed on the CPU by
 transformers' ``SiglipImageProcessor`` at 448 x 448 (what ColPali's processor does to a page:
 resize, rescale, normalise) on the encoder's prep threads, then "encoded" by sleeping
-``pages / rate`` seconds, which releases the GIL as a CUDA forward does, and answered with a
+``pages / rate`` seconds on one device (the files ingested at once take turns), which releases
+the GIL as a CUDA forward does, and answered with a
 precomputed ColPali-shaped page (1,030 x 128), so the MUVERA first stage and the writes cost what
 they cost. ``--device-rates``: the model-only rates to stand in for (ColPali on an H200: 82.6
 pages/s, measured in docs/measured.md "GPU anchors"; the 2 development cores render 37-44).
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from collections.abc import Hashable
 from pathlib import Path
@@ -55,6 +57,7 @@ class DeviceShapedEncoder(BasePageEncoder):
         self.batch_size = batch_size
         self.processor = SiglipImageProcessor(size={"height": 448, "width": 448})
         self.page: EncodedPage = InstantEncoder().page
+        self._device = threading.Lock()  # one device: two files' encode threads take turns on it
 
     def _bucket_key(self, image: Any) -> Hashable:
         return 0  # every page becomes the same square, as ColPali's
@@ -63,7 +66,8 @@ class DeviceShapedEncoder(BasePageEncoder):
         return self.processor(images=images, return_tensors="np")["pixel_values"]  # (b, 3, 448, 448)
 
     def _encode_pages(self, prepared: Any) -> list[EncodedPage]:
-        time.sleep(len(prepared) / self.rate)  # the device's time; the GIL is free meanwhile
+        with self._device:
+            time.sleep(len(prepared) / self.rate)  # the device's time; the GIL is free meanwhile
         return [self.page for _ in range(len(prepared))]
 
     def _encode_queries(self, texts: list[str]) -> list[np.ndarray]:
@@ -79,6 +83,8 @@ def main() -> int:
     ap.add_argument("--render-workers", type=int, default=2)
     ap.add_argument("--prep-threads", type=int, default=1, help="the encoder's prefetch threads (4 on CUDA)")
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--jobs", type=int, default=None,
+                    help="files at once (default: as ragspine ingest, 2 here; 1: an upload at a time, as a server)")
     ap.add_argument("--muvera-on-encoder", action="store_true",
                     help="a third variant: MUVERA made on the encode thread (torch on the CPU for the device)")
     args = ap.parse_args()
@@ -109,7 +115,7 @@ def main() -> int:
 
                     device = torch.device("cpu")
                 enc = DeviceShapedEncoder(rate, args.prep_threads, args.batch_size, device)
-                row = ingest(pdfs, ocr="off", workers=args.render_workers, batch_size=args.batch_size, jobs=None,
+                row = ingest(pdfs, ocr="off", workers=args.render_workers, batch_size=args.batch_size, jobs=args.jobs,
                              label=f"rate {rate:g}, {variant}", encoder=enc)
                 got[variant].append(row.rate)
                 points_ms = 1000 * row.stages.get("points", 0.0) / max(row.pages, 1)
