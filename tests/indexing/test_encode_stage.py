@@ -36,6 +36,7 @@ class Counting:
 
     def __init__(self) -> None:
         self.seen = 0
+        self.submitted: list[int] = []
         self.calls: list[tuple[int, str]] = []
         self.second = threading.Event()
         self.fail_at: int | None = None
@@ -107,11 +108,36 @@ def _pdf(tmp_path: Path) -> Path:
     return pdf
 
 
+def _busy_device(monkeypatch: pytest.MonkeyPatch, model: Counting, timeout: float) -> None:
+    """The model's first batch stays on the device until the second batch is handed to the stage
+    (or ``timeout`` passes): a device still encoding when the next render arrives."""
+    queued = threading.Event()
+    real_submit = encode_stage.EncodeStage.submit
+    real_encode = model.encode_pages
+
+    def submit(self: Any, images: Any) -> Any:
+        fut = real_submit(self, images)
+        if len(model.submitted) == 1:
+            queued.set()
+        model.submitted.append(len(images))
+        return fut
+
+    def encode(images: list[Any]) -> list[EncodedPage]:
+        if not model.calls:
+            queued.wait(timeout)
+        return real_encode(images)
+
+    monkeypatch.setattr(encode_stage.EncodeStage, "submit", submit)
+    monkeypatch.setattr(model, "encode_pages", encode)
+
+
 def test_the_next_batch_encodes_while_this_one_becomes_points(tmp_path: Path, points: list[Any],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first batch's points wait (up to 10 s) for the encoder to start on the second batch:
-    with the stage a batch ahead it has, at once."""
+    """While the device still encodes the first batch, the second is queued behind it before the
+    first becomes points: the first batch's points wait (up to 10 s) for the encoder to start on
+    the second, and it has, at once."""
     model = Counting()
+    _busy_device(monkeypatch, model, 10.0)
     waited: list[bool] = []
     spy = writer.page_points
 
@@ -139,6 +165,7 @@ def test_inline_the_encoder_never_runs_ahead(tmp_path: Path, points: list[Any],
     second batch is not encoded until the first batch's points are built."""
     monkeypatch.setattr(encode_stage, "ENCODE_AHEAD", 0)
     model = Counting()
+    _busy_device(monkeypatch, model, 1.0)
     waited: list[bool] = []
     spy = writer.page_points
 
@@ -274,3 +301,39 @@ def test_muvera_vectors_are_made_on_the_encoders_device(tmp_path: Path, monkeypa
         assert set(device_made) == {PAGE_FDE}
         np.testing.assert_allclose(device_made[PAGE_FDE], numpy_made[PAGE_FDE], rtol=1e-5, atol=1e-6)
     assert len({float(b[PAGE_FDE][0]) for _, b in seen}) > 1
+
+
+def test_a_batch_already_encoded_becomes_points_before_the_next_render_is_awaited(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fast encoder keeps the old order: the thread builds the points of a batch the encoder has
+    finished before it waits for the next render, so nothing is left over at the document's end.
+    (Each encode here is made to finish before the thread goes on.)"""
+    from ragspine.indexing.render import PageRenderer
+
+    events: list[str] = []
+    real_submit, real_collect, real_points = encode_stage.EncodeStage.submit, PageRenderer.collect, writer.page_points
+
+    def submit(self: Any, images: Any) -> Any:
+        fut = real_submit(self, images)
+        fut.result()
+        return fut
+
+    def collect(self: Any, fut: Any, numbers: Any) -> Any:
+        events.append(f"render {numbers[0]}")
+        return real_collect(self, fut, numbers)
+
+    def page_points(pp: Any, **kw: Any) -> Any:
+        events.append(f"points {pp.page.number}")
+        return real_points(pp, **kw)
+
+    monkeypatch.setattr(encode_stage.EncodeStage, "submit", submit)
+    monkeypatch.setattr(PageRenderer, "collect", collect)
+    monkeypatch.setattr(writer, "page_points", page_points)
+    eng = _engine(tmp_path, Counting())
+    try:
+        assert eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"}).pages_indexed == 10
+    finally:
+        eng.close()
+    assert [e for e in events if e.startswith("render")] == ["render 1", "render 4", "render 7", "render 10"]
+    assert events.index("points 3") < events.index("render 4")
+    assert events.index("points 9") < events.index("render 10")

@@ -126,8 +126,8 @@ class VersionWriter:
 
         # Four stages overlap: rendering (helper thread or render processes) | page encoding
         # (the encode thread, ragspine.indexing.encode_stage) | points (this thread) | writing
-        # (writer thread). This thread hands batch k+1 to the encoder before it builds batch k's
-        # points, and at most one batch waits to be written. Every write has finished before
+        # (writer thread). While the encoder still works on batch k, this thread hands it batch
+        # k+1 before it builds batch k's points, and at most one batch waits to be written. Every write has finished before
         # this returns or raises: an abort must never race a late write of the version it deletes.
         writing: Future[None] | None = None
         pending: deque[Any] = deque()
@@ -196,6 +196,12 @@ class VersionWriter:
             try:
                 pending = deque(renderer.submit(numbers(b)) for b in batches[:ahead])
                 for bi, batch in enumerate(batches):
+                    # A batch the encoder has already done becomes points before this thread waits
+                    # for the next render (a fast encoder then keeps the old order, with no batch
+                    # left over at a document's end); one still encoding is finished after the
+                    # next batch is queued behind it, so the device never waits for this thread.
+                    while encoding and encoding[0][2] is not None and encoding[0][2].done():
+                        finish(*encoding.popleft())
                     t = time.perf_counter()
                     rendered = renderer.collect(pending.popleft(), numbers(batch))
                     _add(clock, "render_wait", t)
