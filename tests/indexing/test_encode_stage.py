@@ -131,19 +131,22 @@ def _busy_device(monkeypatch: pytest.MonkeyPatch, model: Counting, timeout: floa
     monkeypatch.setattr(model, "encode_pages", encode)
 
 
+@pytest.mark.parametrize("ahead", [1, 0])
 def test_the_next_batch_encodes_while_this_one_becomes_points(tmp_path: Path, points: list[Any],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+                                                              monkeypatch: pytest.MonkeyPatch, ahead: int) -> None:
     """While the device still encodes the first batch, the second is queued behind it before the
     first becomes points: the first batch's points wait (up to 10 s) for the encoder to start on
-    the second, and it has, at once."""
+    the second, and it has, at once. Shown failing with ENCODE_AHEAD = 0 (the order before the
+    stage): the second batch is not encoded until the first batch's points are built."""
+    monkeypatch.setattr(encode_stage, "ENCODE_AHEAD", ahead)
     model = Counting()
-    _busy_device(monkeypatch, model, 10.0)
+    _busy_device(monkeypatch, model, 10.0 if ahead else 1.0)
     waited: list[bool] = []
     spy = writer.page_points
 
     def first_waits(pp: Any, **kw: Any) -> Any:
         if pp.page.number == 1:
-            waited.append(model.second.wait(10.0))
+            waited.append(model.second.wait(10.0 if ahead else 0.5))
         return spy(pp, **kw)
 
     monkeypatch.setattr(writer, "page_points", first_waits)
@@ -152,35 +155,10 @@ def test_the_next_batch_encodes_while_this_one_becomes_points(tmp_path: Path, po
         r = eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"})
     finally:
         eng.close()
-    assert r.pages_indexed == 10 and waited == [True]
+    assert r.pages_indexed == 10 and waited == [bool(ahead)]
     assert [n for n, _ in model.calls] == [3, 3, 3, 1]
     assert {name for _, name in model.calls} == {"ragspine-encode_0"}
     # Each page has the vectors of its own image: the n-th page encoded was page n.
-    assert points == [(n, float(n - 1)) for n in range(1, 11)]
-
-
-def test_inline_the_encoder_never_runs_ahead(tmp_path: Path, points: list[Any],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """The check above, shown failing: with ENCODE_AHEAD = 0 (the order before the stage) the
-    second batch is not encoded until the first batch's points are built."""
-    monkeypatch.setattr(encode_stage, "ENCODE_AHEAD", 0)
-    model = Counting()
-    _busy_device(monkeypatch, model, 1.0)
-    waited: list[bool] = []
-    spy = writer.page_points
-
-    def first_waits(pp: Any, **kw: Any) -> Any:
-        if pp.page.number == 1:
-            waited.append(model.second.wait(0.5))
-        return spy(pp, **kw)
-
-    monkeypatch.setattr(writer, "page_points", first_waits)
-    eng = _engine(tmp_path, model)
-    try:
-        r = eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"})
-    finally:
-        eng.close()
-    assert r.pages_indexed == 10 and waited == [False]
     assert points == [(n, float(n - 1)) for n in range(1, 11)]
 
 

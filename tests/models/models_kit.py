@@ -17,6 +17,19 @@ needs_gpu_extra = pytest.mark.skipif(
     bool(MISSING), reason=f"the gpu extra is not installed ({', '.join(MISSING)} missing)"
 )
 
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+#: For the tests marked ``gpu``: they run where a CUDA device is (bench/gpu_checks.sh).
+needs_cuda = pytest.mark.skipif(not _cuda(), reason="no CUDA GPU")
+
 PAGE_FAMILIES = ("colpali", "colqwen2", "colqwen2_5", "colidefics3")
 
 #: Queries of very different lengths, so batches are padded (left for Qwen and Idefics3).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fastembed.postprocess import Muvera as Reference
-from models_kit import needs_gpu_extra
+from models_kit import needs_cuda, needs_gpu_extra
 
 from ragspine.scoring.muvera import Muvera, MuveraParams
 
@@ -67,14 +67,8 @@ def test_tensors_in_and_bad_batches_out() -> None:
         dev.documents([np.zeros((3, 8), dtype=np.float32)])
 
 
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU")
+@needs_cuda
 def test_the_batch_on_cuda_equals_the_numpy_encodings() -> None:
     from ragspine.models.muvera_device import DeviceMuvera
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from models_kit import PAGE_FAMILIES, QUERIES, needs_gpu_extra
+from models_kit import PAGE_FAMILIES, QUERIES, needs_cuda, needs_gpu_extra
 
 from ragspine.errors import InvalidRequestError
 from ragspine.models import EncodedPage, ModelLoadError, PageEncoder, load_page_encoder
@@ -24,14 +24,6 @@ from ragspine.models import EncodedPage, ModelLoadError, PageEncoder, load_page_
 pytestmark = needs_gpu_extra
 
 DIM = 128  # colpali-engine's projection width for all four families
-
-
-def _cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
 
 
 def test_pages_shapes_types_and_grid(page_encoder: Any, page_images: list[Any]) -> None:
@@ -231,7 +223,7 @@ def test_revision_tracks_the_weights(tiny_model_dir: Any, tmp_path: Path) -> Non
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU")
+@needs_cuda
 def test_cuda_bf16_by_default(tiny_model_dir: Any, page_images: list[Any]) -> None:
     import torch
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from models_kit import needs_gpu_extra
+from models_kit import needs_cuda, needs_gpu_extra
 
 from ragspine.errors import InvalidRequestError
 
@@ -78,14 +78,8 @@ def test_pages_are_pinned_only_for_cuda(tiny_model_dir: Any, page_images: list[A
     assert not batch["pixel_values"].is_pinned()
 
 
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU")
+@needs_cuda
 @pytest.mark.parametrize("family", ["colpali", "colqwen2"])
 def test_pinned_batches_give_the_plain_vectors_on_cuda(tiny_model_dir: Any, page_images: list[Any], family: str) -> None:
     """Pinned, cast to bf16 on the prep thread and copied without blocking: the same vectors as

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from models_kit import needs_gpu_extra
+from models_kit import needs_cuda, needs_gpu_extra
 
 pytestmark = needs_gpu_extra
 
@@ -122,14 +122,8 @@ def test_eager_attention_is_left_alone(tiny_model_dir: Any) -> None:
     assert enc.batched_windows == 0
 
 
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 @pytest.mark.gpu
-@pytest.mark.skipif(not _cuda(), reason="no CUDA GPU")
+@needs_cuda
 @pytest.mark.parametrize("family", ["colqwen2_5", "colqwen2"])
 def test_batched_spans_match_the_split_on_cuda_bf16(tiny_model_dir: Any, page_images: list[Any], family: str) -> None:
     """On the GPU, in bf16, SDPA's fused kernels run: the vectors agree to a cosine of 0.999."""
