@@ -157,30 +157,42 @@ def test_the_next_batch_encodes_while_this_one_becomes_points(tmp_path: Path, po
         eng.close()
     assert r.pages_indexed == 10 and waited == [bool(ahead)]
     assert [n for n, _ in model.calls] == [3, 3, 3, 1]
-    assert {name for _, name in model.calls} == {"ragspine-encode_0"}
+    # An encoder without prepare_pages (a Ray Serve proxy) runs on a thread of the document's own.
+    assert {name for _, name in model.calls} == {"ragspine-encode-doc_0"}
     # Each page has the vectors of its own image: the n-th page encoded was page n.
     assert points == [(n, float(n - 1)) for n in range(1, 11)]
 
 
-def test_pages_are_prepared_on_the_prep_threads_and_encoded_on_the_encode_thread(tmp_path: Path,
+def test_pages_are_prepared_on_the_prep_threads_and_encoded_on_the_device_thread(tmp_path: Path,
                                                                                  points: list[Any]) -> None:
+    """Two documents ingested at once share the one device thread (and the prep threads, kept
+    between documents); every page still gets its own image's vectors."""
+    from concurrent.futures import ThreadPoolExecutor
+
     model = Splitting()
     eng = _engine(tmp_path, model)
     try:
         pdf = _pdf(tmp_path)
+        other = tmp_path / "other.pdf"
+        other.write_bytes(pdfs.make_pdf([f"Another page {i}, on tides and cranes." for i in range(1, 8)]))
         eng.ingest("lib", pdf, {"doc_id": "a"})
-        prep = eng.indexer.writer.prep._pool  # noqa: SLF001
-        eng.ingest("lib", pdf, {"doc_id": "b"})
-        assert eng.indexer.writer.prep._pool is prep  # noqa: SLF001 - kept between documents
+        device = eng.indexer.writer.encoding._device  # noqa: SLF001
+        with ThreadPoolExecutor(2) as pool:
+            done = list(pool.map(lambda a: eng.ingest("lib", a[0], {"doc_id": a[1]}), [(pdf, "b"), (other, "c")]))
+        assert [r.pages_indexed for r in done] == [10, 7]
+        assert eng.indexer.writer.encoding._device is device  # noqa: SLF001 - kept between documents
     finally:
         eng.close()
     assert model.threads["encode"] == {"ragspine-encode_0"}
     assert model.threads["prepare"] and all(t.startswith("ragspine-prep") for t in model.threads["prepare"])
-    # Each page's value is its own image's mean pixel: the same for a page in both documents.
-    first, second = points[:10], points[10:]
-    assert [n for n, _ in first] == [n for n, _ in second] == list(range(1, 11))
-    assert first == second
-    assert len({v for _, v in first}) > 1  # the pages differ, so the order is checked
+    # Each page's value is its own image's mean pixel: the same for a page of "a" and "b".
+    first = points[:10]
+    assert [n for n, _ in first] == list(range(1, 11)) and len({v for _, v in first}) > 1
+    later = sorted(points[10:])
+    assert [n for n, _ in later] == sorted(list(range(1, 11)) + list(range(1, 8)))
+    assert {v for n, v in first} <= {v for _, v in later}
+    for n, v in first:
+        assert (n, v) in later
 
 
 def test_an_encoder_failure_stops_the_stage_and_commits_nothing(tmp_path: Path) -> None:
@@ -202,7 +214,9 @@ def test_an_encoder_failure_stops_the_stage_and_commits_nothing(tmp_path: Path) 
         eng.close()
 
 
-def test_prep_threads_grow_for_an_encoder_that_wants_more() -> None:
+def test_prep_threads_grow_for_an_encoder_that_wants_more_and_stop_at_close() -> None:
+    from ragspine.errors import ServiceUnavailableError
+
     class Wants:
         def __init__(self, n: int) -> None:
             self.prefetch = n
@@ -210,18 +224,24 @@ def test_prep_threads_grow_for_an_encoder_that_wants_more() -> None:
         def prepare_pages(self, images: list[Any]) -> list[Any]:
             return [threading.current_thread().name for _ in images]
 
-    prep = encode_stage.PagePrep()
+    threads = encode_stage.EncodeThreads()
     try:
-        assert prep.submit(Wants(0), [1]) is None  # prepares inline
-        assert encode_stage.PagePrep.workers(object()) == 0  # no prepare_pages: inline too
-        assert prep.submit(Wants(1), [1]).result() == ["ragspine-prep_0"]
-        first = prep._pool  # noqa: SLF001
-        prep.submit(Wants(1), [1]).result()
-        assert prep._pool is first  # noqa: SLF001
-        prep.submit(Wants(3), [1]).result()
-        assert prep._pool is not first and prep._size == 3  # noqa: SLF001
+        assert threads.prepare(Wants(0), [1]) is None  # prepares inline
+        assert encode_stage.EncodeThreads.workers(object()) == 0  # no prepare_pages: inline too
+        assert threads.prepare(Wants(1), [1]).result() == ["ragspine-prep_0"]
+        first = threads._prep  # noqa: SLF001
+        threads.prepare(Wants(1), [1]).result()
+        assert threads._prep is first  # noqa: SLF001
+        threads.prepare(Wants(3), [1]).result()
+        assert threads._prep is not first and threads._prep_size == 3  # noqa: SLF001
     finally:
-        prep.close()
+        threads.close()
+    # Closed: a late stage is refused with a clear error, not served by a new pool nobody closes.
+    with pytest.raises(ServiceUnavailableError, match="closing"):
+        threads.prepare(Wants(1), [1])
+    with pytest.raises(ServiceUnavailableError, match="closing"):
+        threads.device()
+    assert threads._prep is None and threads._device is None  # noqa: SLF001
 
 
 class OnDevice(Counting):
@@ -277,7 +297,7 @@ def test_muvera_vectors_are_made_on_the_encoders_device(tmp_path: Path, monkeypa
             assert device_made is None
             continue
         assert set(device_made) == {PAGE_FDE}
-        np.testing.assert_allclose(device_made[PAGE_FDE], numpy_made[PAGE_FDE], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(device_made[PAGE_FDE], numpy_made[PAGE_FDE], rtol=1e-4, atol=1e-5)
     assert len({float(b[PAGE_FDE][0]) for _, b in seen}) > 1
 
 
@@ -315,3 +335,45 @@ def test_a_batch_already_encoded_becomes_points_before_the_next_render_is_awaite
     assert [e for e in events if e.startswith("render")] == ["render 1", "render 4", "render 7", "render 10"]
     assert events.index("points 3") < events.index("render 4")
     assert events.index("points 9") < events.index("render 10")
+
+
+def test_device_muvera_that_fails_leaves_them_to_the_ingesting_thread(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Out of device memory, say: the batch is kept and the ingesting thread makes the vectors."""
+    pytest.importorskip("torch")
+    from ragspine.models import muvera_device
+
+    monkeypatch.setattr(encode_stage, "FIRST_STAGE_DEVICES", ("cuda", "cpu"))
+    monkeypatch.setattr(encode_stage, "_DEVICE_MUVERA", {})
+
+    def fails(self: Any, pages: Any) -> Any:
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(muvera_device.DeviceMuvera, "documents", fails)
+    made: list[Any] = []
+    real = writer.page_points
+
+    def spy(pp: Any, **kw: Any) -> Any:
+        made.append(kw["first_stage"])
+        return real(pp, **kw)
+
+    monkeypatch.setattr(writer, "page_points", spy)
+    eng = _engine(tmp_path, OnDevice("cpu"))
+    try:
+        assert eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"}).pages_indexed == 10
+    finally:
+        eng.close()
+    assert made == [None] * 10
+
+
+def test_many_buckets_stay_on_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from ragspine.catalog import LibraryModels
+    from ragspine.scoring.muvera import MuveraParams
+
+    monkeypatch.setattr(encode_stage, "FIRST_STAGE_DEVICES", ("cuda", "cpu"))
+    page = OnDevice("cpu")
+    limit = encode_stage.DEVICE_MUVERA_MAX_K_SIM
+    assert encode_stage.device_first_stage(LibraryModels(page=page, muvera=MuveraParams(128, k_sim=limit))) is not None
+    assert encode_stage.device_first_stage(LibraryModels(page=page, muvera=MuveraParams(128, k_sim=limit + 1))) is None
+    assert encode_stage.device_first_stage(LibraryModels(page=page, pooling="rowcol")) is None

@@ -618,3 +618,34 @@ def test_the_muvera_first_stage_oversamples_as_its_copy_needs(
         assert seen == [want] and len(out.hits) == 4
     finally:
         eng.close()
+
+
+def test_the_processor_is_copied_once_for_the_device_thread(colpali_dir: Path, data_dir: Path, pdf_bytes: bytes,
+                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages encode on the indexer's one device thread, kept between documents: its copy of the
+    processor (a fast tokenizer cannot be shared between threads) is made once, not per document
+    (a Gemma tokenizer's copy costs a vocabulary of 257k entries)."""
+    import copy
+
+    from ragspine.models import colpali
+
+    copies: list[Any] = []
+    real = copy.deepcopy
+
+    def counting(x: Any, *a: Any) -> Any:
+        if x is getattr(counting, "processor", None):
+            copies.append(x)
+        return real(x, *a)
+
+    eng = Engine(_settings(data_dir, page_model=str(colpali_dir)))
+    try:
+        counting.processor = eng.models.page.processor  # type: ignore[attr-defined]
+        monkeypatch.setattr(colpali.copy, "deepcopy", counting)
+        eng.create_library("lib")
+        pdf = tmp_path / "report.pdf"
+        pdf.write_bytes(pdf_bytes)
+        for doc in ("a", "b", "c"):
+            assert eng.ingest("lib", pdf, {"doc_id": doc}).pages_indexed == len(PAGES)
+    finally:
+        eng.close()
+    assert len(copies) == 1

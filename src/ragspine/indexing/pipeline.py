@@ -109,8 +109,8 @@ class Indexer:
 
     def close(self) -> None:
         """Stop the render, parse and OCR processes, if any were started."""
+        self.writer.encoding.close()
         self.renders.close()
-        self.writer.prep.close()
         self.parses.close()
         if self.ocr_pool is not None:
             self.ocr_pool.close()

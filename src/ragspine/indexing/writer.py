@@ -20,7 +20,7 @@ from ragspine.indexing.bm25_stats import UPSERT_BATCH
 from ragspine.indexing import encode_stage
 from ragspine.indexing.context import ContextBuilder
 from ragspine.indexing.dense_reuse import DenseReuse
-from ragspine.indexing.encode_stage import EncodeStage, PagePrep, device_first_stage
+from ragspine.indexing.encode_stage import EncodeStage, EncodeThreads, device_first_stage
 from ragspine.indexing.pdf import PageContent, ParsedPDF
 from ragspine.indexing.points import PagePassages, length_stats, page_passages, page_points
 from ragspine.indexing.render import PageRenderer
@@ -59,8 +59,8 @@ class VersionWriter:
     bm25: BM25Params
     renders: RenderProcesses
     thumbs: Thumbnails
-    #: The threads that preprocess page batches for the encoder, kept between documents.
-    prep: PagePrep = field(default_factory=PagePrep)
+    #: The page encoder's device and prep threads, kept between documents.
+    encoding: EncodeThreads = field(default_factory=EncodeThreads)
 
     def write(
         self,
@@ -158,7 +158,7 @@ class VersionWriter:
                 texts = [p.indexed(pp.page) for pp in batch for p in pp.passages]
                 dense = reuse.encode(models.dense, texts, defer=defer_dense) if texts else []
             points: list[PointData] = []
-            for i, (pp, (png, _), e) in enumerate(zip(batch, rendered, encoded)):
+            for i, (pp, (png, _), e) in enumerate(zip(batch, rendered, encoded, strict=True)):
                 n = len(pp.passages)
                 pts, psg = page_points(pp, base=base, classification=classes[pp.page.number], version=version,
                                        avgdl=(avg_c, avg_p), bm25=self.bm25, encoded=e, models=models,
@@ -183,7 +183,7 @@ class VersionWriter:
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-render") as thread, \
                 ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragspine-write") as writer, \
-                EncodeStage(models.page, self.prep, clock,
+                EncodeStage(models.page, self.encoding, clock,
                             device_first_stage(models) if want_image else None) as encoder, \
                 PageRenderer(parsed, thread=thread, procs=self.renders, encoder=models.page, want_image=want_image,
                              key=f"{library}/{doc_id}/{version}", thumb_dpi=s.thumbnail_dpi,

@@ -100,7 +100,8 @@ def to_device(batch: Any, device: torch.device, dtype: torch.dtype) -> dict[str,
     out: dict[str, Any] = {}
     for k, v in batch.items():
         if isinstance(v, torch.Tensor):
-            nb = v.is_pinned()
+            # Asked only for a CUDA copy: on a GPU host, is_pinned() opens a CUDA context.
+            nb = device.type == "cuda" and v.is_pinned()
             v = (v.to(device=device, dtype=dtype, non_blocking=nb) if v.is_floating_point()
                  else v.to(device, non_blocking=nb))
         out[k] = v

@@ -33,7 +33,7 @@ class DeviceMuvera:
         self.device = torch.device(device)
         self.buckets = base.buckets
         self._planes = torch.as_tensor(base._planes, dtype=torch.float64, device=self.device)  # (dim, r*k)
-        self._proj = torch.as_tensor(base._proj, dtype=torch.float32, device=self.device)  # (dim, r*dp)
+        self._proj = torch.as_tensor(base._proj, dtype=torch.float64, device=self.device)  # (dim, r*dp)
         self._bits = torch.as_tensor(base._bits, dtype=torch.int64, device=self.device)  # (k,)
         # An occupied bucket's distance from each bucket, ties broken towards the lowest id:
         # Hamming distance * buckets + id, so one argmin picks what the numpy rule picks.
@@ -56,7 +56,8 @@ class DeviceMuvera:
         page_of = torch.repeat_interleave(torch.arange(m, device=dev), torch.as_tensor(lengths, device=dev))  # (N,)
         signs = (v.double() @ self._planes > 0).view(total, r, k).long()  # (N, r, k)
         bucket = (signs * self._bits).sum(-1)  # (N, r)
-        projected = (v @ self._proj).view(total, r, dp).double()  # (N, r, dp)
+        # float64, as the sums: a float32 product could run in TF32 where a process allows it.
+        projected = (v.double() @ self._proj).view(total, r, dp)  # (N, r, dp)
         # Every (page, repetition, bucket) cell of the batch in one table: page * r * b + rep * b + bucket.
         slot = page_of[:, None] * (r * b) + torch.arange(r, device=dev)[None, :] * b + bucket  # (N, r)
         flat = slot.reshape(-1)
