@@ -23,8 +23,10 @@ Measured per architecture, on pages rendered from the PDFs in ``--data`` (PyMuPD
   ``--batch-size``, forward, padding removal, NaN check, copy to host): pages/s;
 - end to end: render + encode, one after the other: pages/s (the ingest path's arithmetic);
 - ingest: the real ingest path, ``Engine.ingest`` of the PDFs into a fresh embedded store with
-  this encoder (parse, RESTRICTED policy, BM25, render one batch ahead of the encoder,
-  row/column pooling, thumbnails, versioned write): pages/s from PDF to searchable;
+  this encoder, as many files at once as ``ragspine ingest`` reads (parse, RESTRICTED policy,
+  BM25, renders ahead, the encode stage a batch ahead of the points, the MUVERA first stage,
+  thumbnails, versioned write): pages/s from PDF to searchable, and the stage line saying what
+  bounds it;
 - model only: the model's forward on one preprocessed batch already on the device, repeated:
   pages/s - the ceiling the end-to-end rate is compared with;
 - query: ``encode_queries`` of one query at a time (p50/p95 ms), and queries/s in batches of 32.
@@ -151,32 +153,52 @@ def build_encoder(spec: str, args: argparse.Namespace, tmp: Path) -> tuple[Any, 
     return enc, f"{spec} ({size} architecture, random weights)"
 
 
-def ingest_rate(enc: Any, args: argparse.Namespace, n: int) -> tuple[int, float]:
-    """Pages and seconds of ``Engine.ingest`` of whole PDFs from ``--data`` until ``n`` pages
-    are in, with ``enc`` as the page model (a fresh embedded store per run)."""
+def ingest_rate(enc: Any, args: argparse.Namespace, n: int) -> tuple[int, float, int, str]:
+    """Pages, seconds, files at once and the stage line of ``Engine.ingest`` of whole PDFs from
+    ``--data`` until ``n`` pages are in, with ``enc`` as the page model (a fresh embedded store
+    per run), as many files at once as ``ragspine ingest`` reads (``Engine.ingest_jobs``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pymupdf
+
     from ragspine.config import Settings
     from ragspine.engine import Engine
+    from ragspine.indexing.stages import add as add_stages
+    from ragspine.indexing.stages import summary
     from ragspine.models.modelset import ModelSet
 
     data = Path(args.data)
     pdfs = sorted((data / "documents").glob("*.pdf")) if (data / "documents").is_dir() else []
     pdfs = pdfs or sorted(data.glob("*.pdf"))
-    if not pdfs:
-        return 0, 0.0
+    chosen, total = [], 0
+    for pdf in pdfs:  # the first PDFs holding n pages
+        if total >= n:
+            break
+        with pymupdf.open(pdf) as doc:
+            total += doc.page_count
+        chosen.append(pdf)
+    if not chosen:
+        return 0, 0.0, 0, ""
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=Path(tmp), page_batch_size=enc.batch_size, page_render_dpi=args.dpi,
                             reranker="none")
         eng = Engine(settings, models=ModelSet(page=enc))
         try:
             eng.create_library("bench")
-            pages, t0 = 0, time.perf_counter()
-            for pdf in pdfs:
+            jobs = eng.ingest_jobs(len(chosen))
+            stages: dict[str, float] = {}
+
+            def one(pdf: Path) -> Any:
                 doc_id = "d" + re.sub(r"[^A-Za-z0-9._-]", "_", pdf.stem)[:100]
-                r = eng.ingest("bench", pdf, {"doc_id": doc_id})
-                pages += r.pages_indexed
-                if pages >= n:
-                    break
-            return pages, time.perf_counter() - t0
+                return eng.ingest("bench", pdf, {"doc_id": doc_id})
+
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                results = list(pool.map(one, chosen))
+            seconds = time.perf_counter() - t0
+            for r in results:
+                add_stages(stages, r.stages)
+            return sum(r.pages_indexed for r in results), seconds, jobs, summary(stages)
         finally:
             eng.close()
 
@@ -247,7 +269,7 @@ def bench_one(
     enc.encode_queries(queries)
     qbatch_s = time.perf_counter() - t0
 
-    ingest_pages, ingest_s = ingest_rate(enc, args, n)
+    ingest_pages, ingest_s, ingest_jobs, ingest_stages = ingest_rate(enc, args, n)
 
     result = {
         "arch": label,
@@ -264,6 +286,8 @@ def bench_one(
         "end_to_end_pages_s": round(n / (encode_s + render_s * n), 2),
         "ingest_pages": ingest_pages,
         "ingest_pages_s": round(ingest_pages / ingest_s, 2) if ingest_s else None,
+        "ingest_files_at_once": ingest_jobs,
+        "ingest_stages": ingest_stages,
         "model_only_pages_s": round(len(same) / forward_s, 2),
         "query_ms_p50": round(pct(lat, 50), 2),
         "query_ms_p95": round(pct(lat, 95), 2),
