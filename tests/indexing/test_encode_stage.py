@@ -267,17 +267,11 @@ class OnDevice(Counting):
         return out
 
 
-@pytest.mark.parametrize("on_device", [True, False])
-def test_muvera_vectors_are_made_on_the_encoders_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         on_device: bool) -> None:
-    """With the page model on a device of FIRST_STAGE_DEVICES (here the CPU stands in for CUDA),
-    the encode thread makes each page's MUVERA vector, equal to the ingesting thread's numpy one;
-    a model on another device leaves them to the ingesting thread."""
-    pytest.importorskip("torch")
-    from ragspine.catalog import PAGE_FDE, first_stage_vectors
+def _first_stages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
+    """Ingest the report with a page model on the CPU: for each page, the first-stage vectors the
+    encode stage made (None: none) and those the ingesting thread's numpy makes."""
+    from ragspine.catalog import first_stage_vectors
 
-    if on_device:
-        monkeypatch.setattr(encode_stage, "FIRST_STAGE_DEVICES", ("cuda", "cpu"))
     seen: list[tuple[Any, Any]] = []
     real = writer.page_points
 
@@ -291,6 +285,21 @@ def test_muvera_vectors_are_made_on_the_encoders_device(tmp_path: Path, monkeypa
         assert eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"}).pages_indexed == 10
     finally:
         eng.close()
+    return seen
+
+
+@pytest.mark.parametrize("on_device", [True, False])
+def test_muvera_vectors_are_made_on_the_encoders_device(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         on_device: bool) -> None:
+    """With the page model on a device of FIRST_STAGE_DEVICES (here the CPU stands in for CUDA),
+    the encode thread makes each page's MUVERA vector, equal to the ingesting thread's numpy one;
+    a model on another device leaves them to the ingesting thread."""
+    pytest.importorskip("torch")
+    from ragspine.catalog import PAGE_FDE
+
+    if on_device:
+        monkeypatch.setattr(encode_stage, "FIRST_STAGE_DEVICES", ("cuda", "cpu"))
+    seen = _first_stages(tmp_path, monkeypatch)
     assert len(seen) == 10
     for device_made, numpy_made in seen:
         if not on_device:
@@ -350,20 +359,7 @@ def test_device_muvera_that_fails_leaves_them_to_the_ingesting_thread(tmp_path: 
         raise RuntimeError("CUDA out of memory")
 
     monkeypatch.setattr(muvera_device.DeviceMuvera, "documents", fails)
-    made: list[Any] = []
-    real = writer.page_points
-
-    def spy(pp: Any, **kw: Any) -> Any:
-        made.append(kw["first_stage"])
-        return real(pp, **kw)
-
-    monkeypatch.setattr(writer, "page_points", spy)
-    eng = _engine(tmp_path, OnDevice("cpu"))
-    try:
-        assert eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"}).pages_indexed == 10
-    finally:
-        eng.close()
-    assert made == [None] * 10
+    assert [device_made for device_made, _ in _first_stages(tmp_path, monkeypatch)] == [None] * 10
 
 
 def test_many_buckets_stay_on_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
