@@ -1,0 +1,109 @@
+"""Does page preprocessing scale over threads? The processors' image work on 1, 2, ... threads.
+
+    .venv/bin/python bench/prep_threads.py [--data ../shared/data/mmlongbench_dev] [--pages 64]
+        [--threads 1,2] [--batch 16] [--rounds 2]
+
+The ingest's encode stage prepares page batches (the processor's resize, rescale and normalise)
+on prep threads, not processes (``indexing/encode_stage.py``: the encoder's prefetch, 4 on CUDA).
+Threads pay only where the work leaves the GIL: PIL's resampling and numpy's arithmetic do,
+Python's per-image bookkeeping does not. This times the two processors whose cost differs most,
+built offline from transformers with the checkpoints' image settings: ColPali's
+``SiglipImageProcessor`` (every page to 448 x 448) and ColQwen2's ``Qwen2VLImageProcessor`` (a
+page at its own aspect, at most 768 merged tokens: colqwen2's ``max_pixels``, 28 x 28 pixels a
+token), on the same pages rendered as the ingest renders the model image.
+
+Baseline in the same run: one thread. Each thread count takes batches of ``--batch`` pages from
+a shared list; printed: pages a second, and the ratio to one thread (perfect scaling: the thread
+count, up to the cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mmlongbench_dev"
+#: colqwen2-v1.0's processor: at most 768 visual tokens of 28 x 28 pixels.
+QWEN_MAX_PIXELS = 768 * 28 * 28
+
+
+def processors() -> dict[str, Any]:
+    from transformers import Qwen2VLImageProcessor, SiglipImageProcessor
+
+    return {
+        "colpali (Siglip, 448 x 448)": SiglipImageProcessor(size={"height": 448, "width": 448}),
+        "colqwen2 (Qwen2-VL, <= 768 tokens)": Qwen2VLImageProcessor(
+            min_pixels=4 * 28 * 28, max_pixels=QWEN_MAX_PIXELS, patch_size=14, merge_size=2),
+    }
+
+
+def pages(data: Path, n: int) -> list[Any]:
+    """The model images of the first ``n`` pages, rendered as the ingest renders them."""
+    import pymupdf
+
+    from ragspine.config import Settings
+    from ragspine.indexing.pdf import render_page_image
+    from ragspine.indexing.render import MODEL_IMAGE_MAX_PX
+
+    dpi = Settings().page_render_dpi
+    out: list[Any] = []
+    for pdf in sorted((data / "documents").glob("*.pdf")):
+        with pymupdf.open(pdf) as doc:
+            for i in range(1, doc.page_count + 1):
+                out.append(render_page_image(doc, i, dpi, MODEL_IMAGE_MAX_PX))
+                if len(out) >= n:
+                    return out
+    return out
+
+
+def rate(proc: Any, images: list[Any], threads: int, batch: int) -> float:
+    """Pages a second preparing every batch of ``images`` on ``threads`` threads."""
+    batches = [images[i : i + batch] for i in range(0, len(images), batch)]
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(lambda b: proc(images=b, return_tensors="np"), batches))
+    return len(images) / (time.perf_counter() - t0)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with documents/*.pdf")
+    ap.add_argument("--pages", type=int, default=64)
+    ap.add_argument("--threads", default="1,2", help="comma list of thread counts")
+    ap.add_argument("--batch", type=int, default=16, help="pages a batch (the encoder's batch on CUDA)")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+
+    from ragspine.config import Settings
+    from ragspine.runtimes import limit_threads
+
+    limit_threads(*Settings().thread_rule())  # one BLAS thread, as an ingest runs
+    images = pages(args.data, args.pages)
+    if not images:
+        print(f"no PDFs under {args.data / 'documents'}", file=sys.stderr)
+        return 2
+    counts = [int(t) for t in args.threads.split(",")]
+    print(f"{len(images)} pages ({images[0].size[0]} x {images[0].size[1]} px first), batches of {args.batch}; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    for name, proc in processors().items():
+        rate(proc, images[: args.batch], 1, args.batch)  # warm: imports, first allocations
+        got: dict[int, list[float]] = {t: [] for t in counts}
+        for rnd in range(args.rounds):
+            for t in (counts if rnd % 2 == 0 else counts[::-1]):
+                got[t].append(rate(proc, images, t, args.batch))
+        one = statistics.median(got[counts[0]])
+        print(f"{name}: " + "; ".join(
+            f"{t} thread{'s' if t > 1 else ''} {statistics.median(got[t]):.1f} pages/s "
+            f"(x{statistics.median(got[t]) / one:.2f})" for t in counts))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
