@@ -6,11 +6,12 @@
 The ingest's encode stage prepares page batches (the processor's resize, rescale and normalise)
 on prep threads, not processes (``indexing/encode_stage.py``: the encoder's prefetch, 4 on CUDA).
 Threads pay only where the work leaves the GIL: PIL's resampling and numpy's arithmetic do,
-Python's per-image bookkeeping does not. This times the two processors whose cost differs most,
-built offline from transformers with the checkpoints' image settings: ColPali's
-``SiglipImageProcessor`` (every page to 448 x 448) and ColQwen2's ``Qwen2VLImageProcessor`` (a
-page at its own aspect, at most 768 merged tokens: colqwen2's ``max_pixels``, 28 x 28 pixels a
-token), on the same pages rendered as the ingest renders the model image.
+Python's per-image bookkeeping does not. This times three processors, built offline from
+transformers with the checkpoints' image settings: ColPali's ``SiglipImageProcessor`` (every page
+to 448 x 448), ColQwen2's ``Qwen2VLImageProcessor`` (a page at its own aspect, at most 768 merged
+tokens: colqwen2's ``max_pixels``, 28 x 28 pixels a token) and ColSmol's
+``Idefics3ImageProcessor`` (512 px tiles and a thumbnail), on the same pages rendered as the
+ingest renders the model image.
 
 Baseline in the same run: one thread. Each thread count takes batches of ``--batch`` pages from
 a shared list; printed: pages a second, and the ratio to one thread (perfect scaling: the thread
@@ -35,12 +36,19 @@ QWEN_MAX_PIXELS = 768 * 28 * 28
 
 
 def processors() -> dict[str, Any]:
-    from transformers import Qwen2VLImageProcessor, SiglipImageProcessor
+    from transformers import Idefics3ImageProcessor, Qwen2VLImageProcessor, SiglipImageProcessor
 
+    siglip = SiglipImageProcessor(size={"height": 448, "width": 448})
+    qwen = Qwen2VLImageProcessor(min_pixels=4 * 28 * 28, max_pixels=QWEN_MAX_PIXELS, patch_size=14, merge_size=2)
+    # SmolVLM-256M's (ColSmol): the page brought to 2,048 px long, split into 512 px tiles plus a
+    # global 512 px thumbnail (models.testing.colidefics3_parts("full") builds the same); one
+    # list of images per page, as ColIdefics3's processor passes them.
+    idefics = Idefics3ImageProcessor(size={"longest_edge": 2048}, max_image_size={"longest_edge": 512})
     return {
-        "colpali (Siglip, 448 x 448)": SiglipImageProcessor(size={"height": 448, "width": 448}),
-        "colqwen2 (Qwen2-VL, <= 768 tokens)": Qwen2VLImageProcessor(
-            min_pixels=4 * 28 * 28, max_pixels=QWEN_MAX_PIXELS, patch_size=14, merge_size=2),
+        "colpali (Siglip, 448 x 448)": lambda batch: siglip(images=batch, return_tensors="np"),
+        "colqwen2 (Qwen2-VL, <= 768 tokens)": lambda batch: qwen(images=batch, return_tensors="np"),
+        "colidefics3 (Idefics3, 512 px tiles)": lambda batch: idefics(images=[[im] for im in batch],
+                                                                      return_tensors="np"),
     }
 
 
@@ -64,11 +72,11 @@ def pages(data: Path, n: int) -> list[Any]:
 
 
 def rate(proc: Any, images: list[Any], threads: int, batch: int) -> float:
-    """Pages a second preparing every batch of ``images`` on ``threads`` threads."""
+    """Pages a second preparing every batch of ``images`` with ``proc`` on ``threads`` threads."""
     batches = [images[i : i + batch] for i in range(0, len(images), batch)]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        list(pool.map(lambda b: proc(images=b, return_tensors="np"), batches))
+        list(pool.map(proc, batches))
     return len(images) / (time.perf_counter() - t0)
 
 

@@ -16,10 +16,14 @@ def test_the_processors_make_each_models_input_on_threads() -> None:
 
     procs = pt.processors()
     page = Image.new("RGB", (960, 540), (200, 30, 30))
-    siglip, qwen = procs.values()
-    assert siglip(images=[page], return_tensors="np")["pixel_values"].shape == (1, 3, 448, 448)
-    out = qwen(images=[page], return_tensors="np")
+    siglip, qwen, idefics = procs.values()
+    assert siglip([page])["pixel_values"].shape == (1, 3, 448, 448)
+    out = qwen([page])
     t, rows, cols = out["image_grid_thw"][0]
     # At most 768 merged tokens (2 x 2 patches of 14 px each), at the page's aspect.
     assert t == 1 and rows * cols // 4 <= 768 and cols > rows
+    # 960 x 540 brought to 2,048 px long (2,048 x 1,152): 4 x 3 tiles of 512 px and the global
+    # thumbnail.
+    tiles = idefics([page])["pixel_values"]
+    assert tiles.shape == (1, 4 * 3 + 1, 3, 512, 512)
     assert pt.rate(siglip, [page] * 4, threads=2, batch=2) > 0
