@@ -148,3 +148,22 @@ def test_an_ingest_with_parse_processes_indexes_the_same_passages(tmp_path: Path
         finally:
             eng.close()
     assert got[1] == got[2] and got[2][1]
+
+
+def test_a_spool_that_cannot_be_written_reads_the_pages_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No room in the temp dir for the PDF the workers would open: this document is read on the
+    ingesting thread, and the pool stays for the next one."""
+    from ragspine.indexing import parse
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    data = pdfs.make_pdf([f"page {i} text" for i in range(1, 21)])
+    pool = ParseProcesses(2)
+    try:
+        monkeypatch.setattr(parse.tempfile, "mkstemp", full)
+        assert pool.read(data, 20, 14400.0, True) is None
+        assert [p.text for p in _parse(data, pool)] == [f"page {i} text" for i in range(1, 21)]
+        assert not pool.broken
+    finally:
+        pool.close()

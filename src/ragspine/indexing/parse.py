@@ -102,16 +102,20 @@ class ParseProcesses:
         pool = self._get()
         if pool is None:
             return None
-        with _spooled(source) as path:
-            futures = [pool.submit(parse_pages_worker, path, start, stop, max_side, tables)
-                       for start, stop in page_ranges(pages, self.workers)]
-            try:
-                return [page for fut in futures for page in fut.result()]
-            except BrokenProcessPool:
-                for fut in futures:
-                    fut.cancel()
-                self._mark_broken()
-                return None
+        try:
+            with _spooled(source) as path:
+                futures = [pool.submit(parse_pages_worker, path, start, stop, max_side, tables)
+                           for start, stop in page_ranges(pages, self.workers)]
+                try:
+                    return [page for fut in futures for page in fut.result()]
+                except BrokenProcessPool:
+                    for fut in futures:
+                        fut.cancel()
+                    self._mark_broken()
+                    return None
+        except OSError as exc:  # no room for the spool, say: this document is read here
+            logger.warning("could not hand a PDF to the parse processes (%s); reading it on the ingesting thread", exc)
+            return None
 
     @property
     def started(self) -> bool:

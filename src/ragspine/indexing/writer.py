@@ -127,8 +127,9 @@ class VersionWriter:
         # Four stages overlap: rendering (helper thread or render processes) | page encoding
         # (the encode thread, ragspine.indexing.encode_stage) | points (this thread) | writing
         # (writer thread). While the encoder still works on batch k, this thread hands it batch
-        # k+1 before it builds batch k's points, and at most one batch waits to be written. Every write has finished before
-        # this returns or raises: an abort must never race a late write of the version it deletes.
+        # k+1 before it builds batch k's points, and at most one batch waits to be written.
+        # Every write has finished before this returns or raises: an abort must never race a
+        # late write of the version it deletes.
         writing: Future[None] | None = None
         pending: deque[Any] = deque()
         encoding: deque[tuple[list[PagePassages], list[Any], Future[Any] | None]] = deque()
