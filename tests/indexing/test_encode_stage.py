@@ -214,6 +214,20 @@ def test_an_encoder_failure_stops_the_stage_and_commits_nothing(tmp_path: Path) 
         eng.close()
 
 
+def test_an_encoder_that_loses_a_page_fails_the_ingest_by_name(tmp_path: Path) -> None:
+    class Short(Counting):
+        def encode_pages(self, images: list[Any]) -> list[EncodedPage]:
+            return super().encode_pages(images)[:-1]
+
+    eng = _engine(tmp_path, Short())
+    try:
+        with pytest.raises(ModelOutputError, match="2 pages came back for a batch of 3"):
+            eng.ingest("lib", _pdf(tmp_path), {"doc_id": "report"})
+        assert eng.documents("lib") == []
+    finally:
+        eng.close()
+
+
 def test_prep_threads_grow_for_an_encoder_that_wants_more_and_stop_at_close() -> None:
     from ragspine.errors import ServiceUnavailableError
 

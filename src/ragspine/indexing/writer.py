@@ -25,6 +25,7 @@ from ragspine.indexing.pdf import PageContent, ParsedPDF
 from ragspine.indexing.points import PagePassages, length_stats, page_passages, page_points
 from ragspine.indexing.render import PageRenderer
 from ragspine.indexing.stages import WRITE_STAGES
+from ragspine.models.errors import ModelOutputError
 from ragspine.store.base import SPARSE_CHUNK, SPARSE_PAGE, PointData
 
 if TYPE_CHECKING:
@@ -144,6 +145,9 @@ class VersionWriter:
             first: list[Any] | None = None  # first-stage vectors made on the device, by page
             if enc is not None:
                 encoded, first = enc.result()
+                if len(encoded) != len(batch):  # a remote or foreign encoder: never a page without vectors
+                    raise ModelOutputError(f"{getattr(models.page, 'model_id', 'the page model')}: {len(encoded)} "
+                                           f"pages came back for a batch of {len(batch)}")
             elif page_vectors is not None and models.page is not None:
                 encoded = [page_vectors[pp.page.number] for pp in batch]
                 for e in encoded:
