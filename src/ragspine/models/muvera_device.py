@@ -4,8 +4,9 @@ encode stage on a GPU.
 :class:`ragspine.scoring.muvera.Muvera` encodes a page in ~2.8 ms of numpy on the ingesting
 thread, which holds the GIL: on a GPU node that thread's own work per page bounds the ingest
 (docs/measured.md, "The ingest ceiling as users ingest"), and MUVERA is a seventh of it. Here the
-same arithmetic runs for every page of a batch at once in ~15 torch operations, on the encode
-thread, on the device that just made the vectors; what the host keeps is one float32 row a page.
+same arithmetic runs for every page of a batch at once, one set of torch operations per batch,
+on the encode thread, on the device that just made the vectors; what the host keeps is one
+float32 row a page.
 
 The same encodings as the numpy code, with its random matrices (drawn by it, for the library's
 recorded parameters), its float64 hyperplane signs and bucket sums, and its rule for an empty
