@@ -37,6 +37,7 @@ from ragspine.models._runtime import (
 from ragspine.models._source import ModelSource, resolve_source
 from ragspine.models.base import BasePageEncoder, EncodedPage
 from ragspine.models.errors import ModelLoadError, ModelOutputError
+from ragspine.models.idefics3_prep import TILES, Idefics3Tiles
 from ragspine.models.windows import batch_windows
 
 if TYPE_CHECKING:
@@ -176,17 +177,25 @@ class ColVisionEncoder(BasePageEncoder):
 
     def _prepare_pages(self, images: list[Image]) -> tuple[Any, list[_Layout]]:
         proc = self._thread_processor()
-        batch = proc.process_images(images)
+        batch = self._process_images(proc, images)
         batch.pop("labels", None)  # ColPali's processor adds LM labels; never needed here
         layouts = self._layout(proc, batch, images)
         if self.pin_memory:
             batch = pin(batch, self.dtype)
         return batch, layouts
 
+    def _process_images(self, proc: Any, images: list[Image]) -> Any:
+        """One batch of pages as the model's inputs, on the CPU (default: the processor)."""
+        return proc.process_images(images)
+
+    def _model_inputs(self, batch: Any) -> dict[str, Any]:
+        """A prepared batch on the model's device, as its keyword arguments."""
+        return to_device(batch, self.device, self.dtype)
+
     @torch.inference_mode()
     def _encode_pages(self, prepared: tuple[Any, list[_Layout]]) -> list[EncodedPage]:
         batch, layouts = prepared
-        inputs = to_device(batch, self.device, self.dtype)
+        inputs = self._model_inputs(batch)
         emb = self.model(**inputs, **self.forward_kwargs)  # (b, seq, dim)
         attention = inputs["attention_mask"].bool()  # (b, seq)
         if emb.shape[:2] != attention.shape:
@@ -345,6 +354,10 @@ class ColIdefics3Encoder(ColVisionEncoder):
     The tile tokens are put back in row-major order over the whole page (the same rearrangement
     as colpali-engine's ``rearrange_image_embeddings``) and form the grid; the thumbnail tokens
     stay in the multivector, outside ``image_mask``.
+
+    Pages are prepared as uint8 tiles and normalised on the device (:mod:`.idefics3_prep`: the
+    processor's inputs bit for bit, several times faster on the prep threads); ``tiles`` is None
+    where the processor is not one that module reproduces, and then the processor prepares them.
     """
 
     family = "colidefics3"
@@ -364,6 +377,20 @@ class ColIdefics3Encoder(ColVisionEncoder):
             raise ModelLoadError(
                 f"{self.model_id}: image_seq_len {self.processor.image_seq_len} is not a square"
             )
+        self.tiles: Idefics3Tiles | None = Idefics3Tiles.for_processor(self.processor)
+
+    def _process_images(self, proc: Any, images: list[Image]) -> Any:
+        if self.tiles is None:
+            return super()._process_images(proc, images)
+        return self.tiles.prepare(proc, images)
+
+    def _model_inputs(self, batch: Any) -> dict[str, Any]:
+        inputs = super()._model_inputs(batch)
+        if TILES not in inputs:
+            return inputs
+        if self.tiles is None:
+            raise ModelOutputError(f"{self.model_id}: a batch of uint8 tiles, but no table to expand them")
+        return self.tiles.model_inputs(inputs, self.dtype)
 
     def _bucket_key(self, image: Image) -> Hashable:
         ip = self.processor.image_processor
