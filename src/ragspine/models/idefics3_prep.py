@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from ragspine.models.errors import ModelOutputError
+
 if TYPE_CHECKING:
     from PIL.Image import Image
 
@@ -43,7 +45,7 @@ TILES = "page_tiles"  # (b, n_frames, tile, tile, 3) uint8; a page's frames, thu
 FRAMES = "page_frames"  # (b, n_frames) bool; False on a frame that only pads the batch
 
 #: The page :meth:`Idefics3Tiles.for_processor` checks both paths on: small (the processor
-#: scales it up to its full size anyway), not square, random bytes, every value of a channel.
+#: scales it up to its full size anyway), not square, random bytes (the resampler's worst case).
 _CHECK_PAGE_HW = (29, 41)
 
 
@@ -57,13 +59,12 @@ class Idefics3Tiles:
     def __init__(self, processor: Any) -> None:
         ip = processor.image_processor
         self.tile = int(ip.max_image_size["longest_edge"])
-        self.image_token = processor.image_token
+        settings = (ip.do_rescale, ip.rescale_factor, ip.do_normalize, ip.image_mean, ip.image_std)
+        #: The processor's rescale and normalisation: (k, 3, h, w) uint8 -> float32.
+        self._normalize = lambda x: ip.rescale_and_normalize(x, *settings)
         # (3, 256) float32: row c is what the processor makes of byte values 0..255 in channel c.
         values = torch.arange(256, dtype=torch.uint8).expand(1, 3, 1, 256).contiguous()
-        lut = ip.rescale_and_normalize(
-            values, ip.do_rescale, ip.rescale_factor, ip.do_normalize, ip.image_mean, ip.image_std
-        )  # (1, 3, 1, 256)
-        self.lut = lut.reshape(3, 256).to(torch.float32).contiguous()  # (3, 256)
+        self.lut = self._normalize(values).reshape(3, 256).to(torch.float32).contiguous()
         self._device_luts: dict[tuple[str, torch.dtype], torch.Tensor] = {}
         self._lock = threading.Lock()
 
@@ -136,7 +137,7 @@ class Idefics3Tiles:
             # (rows, t, cols, t, 3) -> (rows, cols, t, t, 3): tile by tile, row-major, as the
             # processor's unfold cuts them.
             tiles[i, :n].view(rows, cols, t, t, 3).copy_(
-                hwc.view(rows, t, cols, t, 3).permute(0, 2, 1, 3, 4)
+                hwc.reshape(rows, t, cols, t, 3).permute(0, 2, 1, 3, 4)
             )
             tiles[i, n].copy_(thumb[0].permute(1, 2, 0))  # (t, t, 3)
             tiles[i, n + 1 :].zero_()  # frames that only pad the batch
@@ -156,7 +157,9 @@ class Idefics3Tiles:
         page = ip.resize_for_vision_encoder(x, self.tile, resample=ip.resample)
         h, w = page.shape[-2:]
         if h % self.tile or w % self.tile:
-            raise ValueError(f"the processor resized a page to {h} x {w}, not whole {self.tile} px tiles")
+            raise ModelOutputError(
+                f"the processor resized a page to {h} x {w}, not to whole {self.tile} px tiles"
+            )
         thumb = ip.resize(page, SizeDict(height=self.tile, width=self.tile), resample=ip.resample)
         return page, thumb
 
@@ -178,17 +181,29 @@ class Idefics3Tiles:
 
     # -- the device half -----------------------------------------------------------------------
 
-    def model_inputs(self, batch: dict[str, Any], dtype: torch.dtype) -> dict[str, Any]:
+    def model_inputs(
+        self, batch: dict[str, Any], dtype: torch.dtype, *, table: bool | None = None
+    ) -> dict[str, Any]:
         """A prepared batch, already on its device, as the model's keyword arguments:
         ``pixel_values`` (b, n, 3, tile, tile) in ``dtype`` and ``pixel_attention_mask``
-        (b, n, tile, tile) int64, equal to the processor's cast to ``dtype``."""
+        (b, n, tile, tile) int64, equal to the processor's cast to ``dtype``.
+
+        ``table`` (default: on any device but the CPU) indexes the table by the tile bytes: a
+        copy of the processor's values, whatever the device's arithmetic. On the CPU the
+        processor's own ``rescale_and_normalize`` runs on the bytes instead, the same operations
+        on the same values, and on two cores 3x faster than an index (~21 against ~70 ms a page)."""
         out = {k: v for k, v in batch.items() if k not in (TILES, FRAMES)}
         tiles, frames = batch[TILES], batch[FRAMES]  # (b, n, t, t, 3) uint8, (b, n) bool
         b, n, t = tiles.shape[0], tiles.shape[1], tiles.shape[2]
-        lut = self._lut(tiles.device, dtype)  # (3 * 256,)
-        offsets = torch.arange(3, device=tiles.device, dtype=torch.int32) * 256  # (3,)
-        idx = tiles.permute(0, 1, 4, 2, 3).to(torch.int32) + offsets.view(1, 1, 3, 1, 1)  # (b, n, 3, t, t)
-        pixels = torch.index_select(lut, 0, idx.reshape(-1)).view(b, n, 3, t, t)  # (b, n, 3, t, t)
+        chw = tiles.permute(0, 1, 4, 2, 3)  # (b, n, 3, t, t) uint8, a view
+        if table if table is not None else tiles.device.type != "cpu":
+            lut = self._lut(tiles.device, dtype)  # (3 * 256,)
+            offsets = torch.arange(3, device=tiles.device, dtype=torch.int32) * 256  # (3,)
+            idx = chw.to(torch.int32) + offsets.view(1, 1, 3, 1, 1)  # (b, n, 3, t, t)
+            pixels = torch.index_select(lut, 0, idx.reshape(-1)).view(b, n, 3, t, t)
+        else:
+            pixels = self._normalize(chw.reshape(b * n, 3, t, t))  # (b * n, 3, t, t) float32
+            pixels = pixels.view(b, n, 3, t, t).to(dtype)
         pixels.masked_fill_(~frames.view(b, n, 1, 1, 1), 0)  # padding frames are 0.0, as padded
         out["pixel_values"] = pixels
         # (b, n, t, t) int64: 1 over a page's frames, 0 over padding frames (every frame is t x t)
@@ -209,19 +224,23 @@ class Idefics3Tiles:
 
     def differences(self, processor: Any, images: list[Image]) -> list[str]:
         """Where this path's model inputs differ from ``processor.process_images(images)``, in
-        float32 on the CPU (empty when they are equal: the same keys, shapes and values)."""
+        float32 on the CPU, by the table and by the processor's arithmetic (empty when they are
+        equal: the same keys, shapes and values)."""
         want = processor.process_images(images)
-        got = self.model_inputs(dict(self.prepare(processor, images)), torch.float32)
+        prepared = dict(self.prepare(processor, images))
         out = []
-        for key in ("input_ids", "attention_mask", "pixel_values", "pixel_attention_mask"):
-            a, b = want.get(key), got.get(key)
-            if a is None or b is None:
-                out.append(f"{key} missing from {'the processor' if a is None else 'this path'}")
-            elif a.shape != b.shape:
-                out.append(f"{key} shape {tuple(b.shape)} against {tuple(a.shape)}")
-            elif not torch.equal(a, b.to(a.dtype)):
-                out.append(f"{key} values differ (max {float((a.double() - b.double()).abs().max()):.3g})")
-        return out
+        for table in (True, False):
+            got = self.model_inputs(prepared, torch.float32, table=table)
+            for key in ("input_ids", "attention_mask", "pixel_values", "pixel_attention_mask"):
+                a, b = want.get(key), got.get(key)
+                if a is None or b is None:
+                    out.append(f"{key} missing from {'the processor' if a is None else 'this path'}")
+                elif a.shape != b.shape:
+                    out.append(f"{key} shape {tuple(b.shape)} against {tuple(a.shape)}")
+                elif not torch.equal(a, b.to(a.dtype)):
+                    diff = float((a.double() - b.double()).abs().max())
+                    out.append(f"{key} values differ{' by the table' if table else ''} (max {diff:.3g})")
+        return sorted(set(out))
 
 
 def _transformers_version() -> str:
