@@ -16,15 +16,28 @@ ingest renders the model image.
 Baseline in the same run: one thread. Each thread count takes batches of ``--batch`` pages from
 a shared list; printed: pages a second, and the ratio to one thread (perfect scaling: the thread
 count, up to the cores).
+
+ColSmol's page preparation is also timed as its encoder runs it, with the processor's text and
+tokenizer (``ColIdefics3Processor.process_images``, SmolVLM's image settings, the tiny offline
+tokenizer), against ``models/idefics3_prep`` (the same inputs, bit for bit, as uint8 tiles and a
+table the device applies) and against that path with the table applied on the CPU as well (what
+a CPU encoder pays). Each prep thread has its own processor copy, made before the clock starts.
+Rounds alternate the order of the paths and of the thread counts; the last line is the uint8
+path's pages a second over the processor's on each thread count, medians of the same run:
+
+    nice -n 10 .venv/bin/python bench/prep_threads.py --only colidefics3 --pages 64 --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
+import queue
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -52,6 +65,48 @@ def processors() -> dict[str, Any]:
     }
 
 
+#: The ColSmol paths compared on the last line: the uint8 tiles over the processor.
+IDEFICS_PROCESSOR = "colidefics3 processor (ColIdefics3Processor.process_images)"
+IDEFICS_TILES = "colidefics3 uint8 tiles (models/idefics3_prep), table on the device"
+IDEFICS_TILES_CPU = "colidefics3 uint8 tiles, table applied on the CPU too"
+
+
+def idefics3_paths(threads: int) -> dict[str, Callable[[list[Any]], Any]]:
+    """ColSmol's page preparation as its encoder runs it: the processor, and the uint8 tiles
+    (with the table applied on the device, which is not timed, or on the CPU). ``threads``
+    processor copies are made now: a prep thread takes one for a batch (fast tokenizers are not
+    shared between threads), as the encoder's prep threads each keep their own."""
+    import torch
+
+    from ragspine.models.idefics3_prep import Idefics3Tiles
+    from ragspine.models.testing import colidefics3_parts
+
+    _, proc = colidefics3_parts("full")  # SmolVLM-256M's image settings, tiny tokenizer
+    tiles = Idefics3Tiles.for_processor(proc)
+    if tiles is None:
+        raise SystemExit("the uint8 path does not reproduce this processor (see the log)")
+    copies: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    for _ in range(threads):
+        copies.put(copy.deepcopy(proc))
+
+    def with_copy(fn: Callable[[Any, list[Any]], Any]) -> Callable[[list[Any]], Any]:
+        def run(batch: list[Any]) -> Any:
+            own = copies.get()
+            try:
+                return fn(own, batch)
+            finally:
+                copies.put(own)
+
+        return run
+
+    return {
+        IDEFICS_PROCESSOR: with_copy(lambda p, batch: p.process_images(batch)),
+        IDEFICS_TILES: with_copy(tiles.prepare),
+        IDEFICS_TILES_CPU: with_copy(
+            lambda p, batch: tiles.model_inputs(dict(tiles.prepare(p, batch)), torch.float32)),
+    }
+
+
 def pages(data: Path, n: int) -> list[Any]:
     """The model images of the first ``n`` pages, rendered as the ingest renders them."""
     import pymupdf
@@ -76,7 +131,8 @@ def rate(proc: Any, images: list[Any], threads: int, batch: int) -> float:
     batches = [images[i : i + batch] for i in range(0, len(images), batch)]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        list(pool.map(proc, batches))
+        for _ in pool.map(proc, batches):  # each batch dropped once made (ColSmol's: ~50 MB a page)
+            pass
     return len(images) / (time.perf_counter() - t0)
 
 
@@ -87,6 +143,7 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2", help="comma list of thread counts")
     ap.add_argument("--batch", type=int, default=16, help="pages a batch (the encoder's batch on CUDA)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--only", default="", help="time only the paths whose name contains this")
     args = ap.parse_args()
 
     from ragspine.config import Settings
@@ -98,18 +155,29 @@ def main() -> int:
         print(f"no PDFs under {args.data / 'documents'}", file=sys.stderr)
         return 2
     counts = [int(t) for t in args.threads.split(",")]
+    paths = {**processors(), **idefics3_paths(max(counts))}
+    paths = {name: fn for name, fn in paths.items() if args.only in name}
     print(f"{len(images)} pages ({images[0].size[0]} x {images[0].size[1]} px first), batches of {args.batch}; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    for name, proc in processors().items():
-        rate(proc, images[: args.batch], 1, args.batch)  # warm: imports, first allocations
-        got: dict[int, list[float]] = {t: [] for t in counts}
-        for rnd in range(args.rounds):
+    for fn in paths.values():
+        rate(fn, images[: args.batch], 1, args.batch)  # warm: imports, first allocations
+    got: dict[str, dict[int, list[float]]] = {name: {t: [] for t in counts} for name in paths}
+    for rnd in range(args.rounds):  # turns A B, B A: the machine's drift falls on every path alike
+        for name in (list(paths) if rnd % 2 == 0 else list(paths)[::-1]):
             for t in (counts if rnd % 2 == 0 else counts[::-1]):
-                got[t].append(rate(proc, images, t, args.batch))
-        one = statistics.median(got[counts[0]])
+                got[name][t].append(rate(paths[name], images, t, args.batch))
+    med = {name: {t: statistics.median(got[name][t]) for t in counts} for name in paths}
+    for name in paths:
+        one = med[name][counts[0]]
         print(f"{name}: " + "; ".join(
-            f"{t} thread{'s' if t > 1 else ''} {statistics.median(got[t]):.1f} pages/s "
-            f"(x{statistics.median(got[t]) / one:.2f})" for t in counts))
+            f"{t} thread{'s' if t > 1 else ''} {med[name][t]:.1f} pages/s (x{med[name][t] / one:.2f})"
+            for t in counts))
+    if IDEFICS_PROCESSOR in med and IDEFICS_TILES in med:
+        for name in (IDEFICS_TILES, IDEFICS_TILES_CPU):
+            if name in med:
+                print(f"{name} over the processor: " + "; ".join(
+                    f"{t} thread{'s' if t > 1 else ''} x{med[name][t] / med[IDEFICS_PROCESSOR][t]:.2f}"
+                    for t in counts))
     return 0
 
 

@@ -27,3 +27,18 @@ def test_the_processors_make_each_models_input_on_threads() -> None:
     tiles = idefics([page])["pixel_values"]
     assert tiles.shape == (1, 4 * 3 + 1, 3, 512, 512)
     assert pt.rate(siglip, [page] * 4, threads=2, batch=2) > 0
+
+
+def test_colsmols_paths_make_the_same_inputs_on_their_own_processor_copies() -> None:
+    import torch
+    from PIL import Image
+
+    paths = pt.idefics3_paths(threads=2)
+    page = Image.new("RGB", (960, 540), (200, 30, 30))
+    plain = paths[pt.IDEFICS_PROCESSOR]([page])
+    tiles = paths[pt.IDEFICS_TILES]([page])
+    assert "pixel_values" not in tiles and tiles["page_tiles"].shape == (1, 13, 512, 512, 3)
+    on_cpu = paths[pt.IDEFICS_TILES_CPU]([page])
+    for key in ("input_ids", "attention_mask", "pixel_values", "pixel_attention_mask"):
+        assert torch.equal(plain[key], on_cpu[key]), key
+    assert pt.rate(paths[pt.IDEFICS_TILES], [page] * 4, threads=2, batch=2) > 0
