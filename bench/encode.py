@@ -208,8 +208,6 @@ def bench_one(
 ) -> dict[str, Any]:
     import torch
 
-    from ragspine.models._runtime import to_device
-
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         enc, label = build_encoder(spec, args, Path(tmp))
@@ -241,7 +239,7 @@ def bench_one(
     # Model-only: one preprocessed batch (the largest bucket's size) on the device, repeated.
     same = [im for im in images if enc._bucket_key(im) == enc._bucket_key(images[0])][:bs]
     batch, _ = enc._prepare_pages(same)
-    inputs = to_device(batch, dev, enc.dtype)
+    inputs = enc._model_inputs(batch)  # on the device; ColSmol's uint8 tiles normalised there
     with torch.inference_mode():
         sync(dev)
         t0 = time.perf_counter()

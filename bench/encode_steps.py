@@ -50,16 +50,15 @@ def query_steps(enc: Any, queries: list[str]) -> dict[str, float]:
 
 def page_steps(enc: Any, same: list[Any]) -> dict[str, float]:
     """Where a page's time goes in one batch of ``same`` (ms a page, the device synchronised
-    after each step): the processor (resize, normalise), the copy to the device, the forward,
-    and the copy of the vectors and the attention mask back to the host."""
+    after each step): the processor (resize, normalise; ColSmol's uint8 tiles, normalised on the
+    device in the next step), the copy to the device, the forward, and the copy of the vectors
+    and the attention mask back to the host."""
     import torch
-
-    from ragspine.models._runtime import to_device
 
     t0 = time.perf_counter()
     batch, _layouts = enc._prepare_pages(same)
     t1 = time.perf_counter()
-    inputs = to_device(batch, enc.device, enc.dtype)
+    inputs = enc._model_inputs(batch)  # the copy, and ColSmol's uint8 tiles normalised there
     sync(enc.device)
     t2 = time.perf_counter()
     with torch.inference_mode():
