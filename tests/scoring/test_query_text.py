@@ -34,6 +34,14 @@ from ragspine.scoring.query_text import search_text, split_instructions
          ["Please write the answer in list format, e.g., [\"9%\",\"8%\"]"]),
         ("List all countries in the compliance part (except the U.S.). Your answer should be in English.",
          "List all countries in the compliance part (except the U.S.).", ["Your answer should be in English."]),
+        # a question mark written straight against the next sentence still ends the question
+        ("What is the FY2015 EBITDA margin for Netflix?Answer in percentage term, round to one decimal place.",
+         "What is the FY2015 EBITDA margin for Netflix?", ["Answer in percentage term, round to one decimal place."]),
+        ("What is Amazon's DPO?Round your answer to two decimal places.", "What is Amazon's DPO?",
+         ["Round your answer to two decimal places."]),
+        # an example list after "like", in square brackets, closing its sentence
+        ("Which years does the diagram discuss? List all of them like ['2014', '2018'].",
+         "Which years does the diagram discuss? List all of them", ["like ['2014', '2018']."]),
     ],
 )
 def test_instructions_about_the_answer_are_left_out(query: str, searched: str, left_out: list[str]) -> None:
@@ -55,6 +63,12 @@ def test_instructions_about_the_answer_are_left_out(query: str, searched: str, l
         "营业收入是多少？请以百万元为单位作答。",
         # an instruction alone is the question: nothing else would be left
         "Please write the answer in int format.",
+        # "!" or "?" inside a name, or before a lower-case word, ends no sentence
+        "Is Yahoo!Japan in the list of subsidiaries?",
+        "Which figure?the first one",
+        # "like" before words or parentheses is the question's own
+        "What does the logo look like (colour and shape)?",
+        "Which segments look like growth segments? Answer like an analyst would.",
         # an abbreviation's full stop ends no sentence
         "How much cash did Apple Inc. return to shareholders as a percentage of free cash flow?",
         "What was U.S. revenue? No. 3 segment grew.",

@@ -37,7 +37,10 @@ _ABBREVIATIONS = frozenset(
     "inc corp co ltd plc llc no nos vs etc approx fig figs e.g i.e u.s u.k mr mrs ms dr st jan feb mar apr "
     "jun jul aug sep sept oct nov dec".split()
 )
-_END = re.compile(r"(?<=[.?!])\s+(?=\S)|(?<=[。？！])\s*(?=\S)|(?<=[?!])(?=[\u4e00-\u9fff])")
+#: A sentence ends at ". ", "? " and "! ", at a Chinese end, and at a "?" written straight against
+#: the next sentence's capital ("... for Netflix?Answer in percentage term"), as questions pasted
+#: from forms and spreadsheets are (not at a "!": "Yahoo!Japan" is a name).
+_END = re.compile(r"(?<=[.?!])\s+(?=\S)|(?<=[。？！])\s*(?=\S)|(?<=[?!])(?=[\u4e00-\u9fff])|(?<=[A-Za-z0-9)\"']\?)(?=[A-Z][a-z])")
 #: A sentence that begins as an instruction to the answerer ...
 _LEAD_EN = re.compile(
     r"^(?:please\s+)?(?:(?:write|writeh|give|put|provide|return|list|express|format|round|respond|reply|enumerate)\b"
@@ -63,9 +66,12 @@ _INSTRUCTION_ZH = re.compile(r"^(?:请|答案|回答|直接)[^，,；;并和及]
 #: instruction that names one stays searched.
 _UNIT = re.compile(r"\b(?:thousands?|millions?|billions?|usd|dollars?|euros?|rmb|yuan)\b|千元|万元|百万|亿元", re.IGNORECASE)
 #: An example list of the answer's form that ends its sentence: ", e.g., ["9%", "8%"]", " for
-#: example (1, 2)". Found from its keyword (no leading white space in the pattern: a search over
-#: a long run of spaces would be quadratic); only a bracketed list that closes the sentence.
-_EXAMPLE = re.compile(r"(?:e\.g\.|for\s+example|such\s+as)\s*[,:，：]?\s*(?:\[[^\]]*\]|\([^)]*\))\s*[.?!。？！]?\s*$",
+#: example (1, 2)", " like ['2014', '2018']" (after "like", a list in square brackets only: "look
+#: like (a)" is a question's own words). Found from its keyword (no leading white space in the
+#: pattern: a search over a long run of spaces would be quadratic); only a bracketed list that
+#: closes the sentence.
+_EXAMPLE = re.compile(r"(?:(?:e\.g\.|for\s+example|such\s+as)\s*[,:，：]?\s*(?:\[[^\]]*\]|\([^)]*\))|\blike\s*\[[^\]]*\])"
+                      r"\s*[.?!。？！]?\s*$",
                       re.IGNORECASE)
 #: The end of an example list inside an instruction sentence: what follows may be the question's.
 _LIST_END = re.compile(r"[\])]\s*")
