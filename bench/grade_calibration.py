@@ -57,17 +57,23 @@ class Example(NamedTuple):  # not a dataclass: tests load this script without re
     #: The first hit's document never mentions one of the question's specifics (the grade's
     #: ``unmentioned`` rule, ``RAGSPINE_CORRECTIVE_SPECIFICS``).
     unmentioned: bool = False
+    #: How many of the question's coverage terms the top passages miss (the coverage rule needs
+    #: at least ``ragspine.chain.grade.MIN_MISSING``).
+    missing: int = 0
 
 
 def weak(e: Example, pair: Pair, min_coverage: float) -> bool:
-    """The grade's rule (ragspine.chain.grade.grade) on precomputed figures."""
+    """The grade's rule (ragspine.chain.grade.grade) on precomputed figures. (A text set's
+    questions name no pages, so the rules on named pages do not arise.)"""
+    from ragspine.chain.grade import MIN_MISSING
+
     floor, rescue = pair
     if not e.has_hits or e.unmentioned:
         return True
     if e.similarity is not None and floor is not None and e.similarity < floor:
         return True
     rescued = e.similarity is not None and rescue is not None and e.similarity >= rescue
-    if e.coverage is not None and e.coverage < min_coverage and not rescued:
+    if e.coverage is not None and e.coverage < min_coverage and e.missing >= MIN_MISSING and not rescued:
         return True
     return e.agreement is not None and e.agreement < 0.5
 
@@ -112,15 +118,16 @@ def collect(settings: Any, root: Path, limit: int | None, depth: int) -> dict[st
             text = clean_query(ix.dataset.queries[q], settings.max_query_chars)
             hits = ix.engine.search({"query": text, "libraries": [ix.library], "mode": "economy", "top_k": 30}).hits
             gold = set(ix.dataset.qrels[q])
-            # What QueryChain._grade reads: the question's specifics, misspelt names corrected.
+            # What QueryChain._grade reads: the question's specifics and terms, misspelt ones corrected.
+            fixes = searcher.respelt(ix.library, text, names_as_words=True) if settings.spelling_corrections else {}
             wanted = specifics(text, known_word) if settings.corrective_specifics else []
-            fixes = searcher.respelt(ix.library, text) if wanted else {}
             wanted = list(dict.fromkeys(fixes.get(t, t) for t in wanted))
             for kind, hs in (("answerable", hits), ("unanswerable", [h for h in hits if ix.names.get(h.doc_id) not in gold])):
-                g = grade(text, hs, min_coverage=0.0, depth=depth)  # figures only; the rule runs in weak()
+                g = grade(text, hs, min_coverage=0.0, depth=depth, respelt=fixes)  # figures only; the rule runs in weak()
                 held = searcher.document_terms(ix.library, hs[0].doc_id, wanted) if hs and wanted else None
                 unmentioned = held is not None and any(t not in held for t in wanted)
-                out[kind].append(Example(g.coverage, g.agreement, g.similarity, bool(hs), unmentioned))
+                out[kind].append(Example(g.coverage, g.agreement, g.similarity, bool(hs), unmentioned,
+                                         len(g.missing_terms)))
     return out
 
 
@@ -137,6 +144,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=400, help="first N judged queries per set")
     ap.add_argument("--max-answerable", type=float, default=0.08,
                     help="most mean abstention on answerable examples (the issue's target is 10%% on MMLongBench)")
+    ap.add_argument("--min-coverage", type=float, default=None,
+                    help="the coverage rule's share (default: RAGSPINE_CORRECTIVE_MIN_COVERAGE)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     if not DATA.is_dir():
@@ -152,7 +161,7 @@ def main() -> int:
         if root.is_dir():
             examples[name] = collect(base, root, args.limit, base.corrective_depth)
             print(f"{name}: {len(examples[name]['answerable'])} queries ({time.perf_counter() - t0:.0f} s)", flush=True)
-    cov = base.corrective_min_coverage
+    cov = base.corrective_min_coverage if args.min_coverage is None else args.min_coverage
     words = rates(examples, (None, None), cov)
     print(f"\ncoverage >= {cov}, depth {base.corrective_depth}; abstention (answerable / unanswerable):")
     print(f"  words only                       {mean(words, 'answerable'):6.1%} / {mean(words, 'unanswerable'):6.1%}  "

@@ -24,12 +24,14 @@ def test_the_bench_rule_on_figures_is_the_grades_rule_on_hits() -> None:
         "a third of the words, sim .9": [_hit("acme profit", bm25=2.0, dense=0.9)],
         "full words, sim .7": [_hit("acme revenue asia", bm25=2.0, dense=0.7)],
         "words only": [_hit("acme revenue", bm25=2.0)],
+        "one word missing": [_hit("acme revenue", bm25=2.0, dense=0.7)],  # 2/3 at 0.5: covered either way
+        "two words missing": [_hit("acme", bm25=2.0, dense=0.9)],  # 1/3, missing 2: weak unless rescued
         "disagree": [_hit("acme revenue asia", bm25=2.0, dense=None), _hit("x", bm25=None, bm25_page=1.0, dense=0.9)],
         "nothing": [],
     }
     for (name, hits), floor, rescue in itertools.product(cases.items(), (None, 0.8, 0.95), (None, 0.85, 0.95)):
         g = grade("acme revenue asia", hits, min_coverage=0.5, depth=3, min_similarity=floor, rescue_similarity=rescue)
-        e = gc.Example(g.coverage, g.agreement, g.similarity, bool(hits))
+        e = gc.Example(g.coverage, g.agreement, g.similarity, bool(hits), missing=len(g.missing_terms))
         assert gc.weak(e, (floor, rescue), 0.5) is (not g.ok), (name, floor, rescue)
         # A specific the first hit's document never mentions: weak in both, whatever else holds.
         g = grade("acme revenue asia", hits, min_coverage=0.5, depth=3, min_similarity=floor,
@@ -40,8 +42,8 @@ def test_the_bench_rule_on_figures_is_the_grades_rule_on_hits() -> None:
 
 def test_choose_takes_the_most_unanswerable_abstentions_within_the_budget() -> None:
     E = gc.Example
-    ans = [E(1.0, None, 0.90, True), E(1.0, None, 0.84, True), E(0.2, None, 0.93, True), E(1.0, None, 0.95, True)]
-    una = [E(1.0, None, 0.82, True), E(1.0, None, 0.86, True), E(0.2, None, 0.80, True), E(1.0, None, 0.88, True)]
+    ans = [E(1.0, None, 0.90, True), E(1.0, None, 0.84, True), E(0.2, None, 0.93, True, missing=4), E(1.0, None, 0.95, True)]
+    una = [E(1.0, None, 0.82, True), E(1.0, None, 0.86, True), E(0.2, None, 0.80, True, missing=4), E(1.0, None, 0.88, True)]
     ex = {"s": {"answerable": ans, "unanswerable": una}}
     pairs = [(None, None), (0.85, None), (0.85, 0.92), (0.87, 0.92), (0.89, 0.92)]
     # words alone: 1/4 answerable (the paraphrase, coverage .2), 1/4 unanswerable.

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from ragspine.chain.grade import content_terms, grade, specifics
+from ragspine.chain.grade import MIN_MISSING, content_terms, coverage_terms, grade, specifics
 from ragspine.retrieval.search import SearchHit
 
 
-def hit(text: str, **scores: float | None) -> SearchHit:
+def hit(text: str, metadata: dict[str, str] | None = None, **scores: float | None) -> SearchHit:
     return SearchHit(library_id="lib", doc_id="d", title="", page=1, bbox=[0.0, 0.0, 1.0, 1.0], chunk_id="d/c0",
-                     text=text, version=1, scores=dict(scores))
+                     text=text, version=1, scores=dict(scores), metadata=metadata or {})
 
 
 def test_content_terms_leave_function_words_out() -> None:
@@ -87,6 +87,9 @@ def test_similarity_is_zero_when_the_dense_channel_found_none_of_the_top_passage
     ("What does Figure 12 say about the 40 respondents?", ["40"]),
     ("Which company grew fastest?", []),
     ("What was revenue in year 3?", []),  # one digit: too common to tell
+    ("What is the market name for EPS code AR03?", ["ar03"]),  # a code, asked about as a number is
+    ("How many charts have years on the axis (like 2024)?", []),  # an example of the form
+    ("Which years are discussed, e.g. [2014, 2018]?", []),
 ])
 def test_the_specifics_a_question_names(query: str, expected: list[str]) -> None:
     assert specifics(query, lambda w: w in {"beijing", "figure"}) == expected
@@ -98,3 +101,57 @@ def test_a_specific_the_document_never_mentions_is_weak() -> None:
     assert (g.ok, g.verdict, g.missing_terms) == (False, "unmentioned", ("2016",))
     assert g.reason() == "the first hit's document never mentions 2016"
     assert grade("acme revenue 2016", hs, min_coverage=0.5, depth=3).ok  # coverage 2/3 alone passes
+
+
+def test_coverage_does_not_ask_for_what_the_picture_looks_like() -> None:
+    q = "How many black arrows are in the logo on page 17 of the Acme report?"
+    assert coverage_terms(q) == ["17", "acme"]
+    assert content_terms(q) == ["black", "arrows", "logo", "page", "17", "acme", "report"]
+    g = grade(q, [hit("Acme annual review, page 17", bm25=1.0)], min_coverage=0.5, depth=3)
+    assert g.ok and g.coverage == 1.0
+    g = grade(q, [hit("Acme annual review", bm25=1.0)], min_coverage=0.5, depth=3)
+    assert g.ok and g.coverage == 0.5  # of content_terms, 1 in 7 would be covered: weak
+
+
+def test_one_missing_term_is_not_enough_to_call_the_answer_weak() -> None:
+    assert MIN_MISSING == 2
+    hs = [hit("acme annual review", bm25=1.0)]
+    # acme, bike: half covered, below 0.6, but only "bike" (what the picture shows) is missing.
+    g = grade("acme bike", hs, min_coverage=0.6, depth=3)
+    assert g.ok and g.coverage == 0.5 and g.missing_terms == ("bike",)
+    g = grade("acme bike helmet", hs, min_coverage=0.6, depth=3)  # 1/3, two missing
+    assert (g.ok, g.verdict, g.missing_terms) == (False, "low_coverage", ("bike", "helmet"))
+
+
+def test_the_documents_fields_count_as_its_text_and_a_misspelt_term_as_corrected() -> None:
+    q = "What was Netflix's advertising expense in FY2015?"  # netflix advertising expense fy2015 2015
+    bare = hit("Advertising expense was 714 million", bm25=1.0)
+    g = grade(q, [bare], min_coverage=0.5, depth=3)
+    assert (g.ok, g.coverage, g.missing_terms) == (False, 0.4, ("netflix", "fy2015", "2015"))
+    filed = hit("Advertising expense was 714 million", {"issuer": "Netflix, Inc.", "period": "FY2015"}, bm25=1.0)
+    g = grade(q, [filed], min_coverage=0.5, depth=3)
+    assert (g.ok, g.coverage, g.missing_terms) == (True, 0.8, ("2015",))
+    q = "What was Neflix's advertsing expense in FY2015?"
+    g = grade(q, [filed], min_coverage=0.5, depth=3)
+    assert (g.ok, g.missing_terms) == (False, ("neflix", "advertsing", "2015"))
+    g = grade(q, [filed], min_coverage=0.5, depth=3, respelt={"neflix": "netflix", "advertsing": "advertising"})
+    assert (g.ok, g.coverage) == (True, 0.8)
+
+
+def test_a_page_the_document_does_not_have_is_weak() -> None:
+    hs = [hit("slides on big data trends", bm25=1.0)]
+    g = grade("How many images are in pages 100-110 of the slides?", hs, min_coverage=0.4, depth=3,
+              missing_pages=tuple(range(100, 111)))
+    assert (g.ok, g.verdict) == (False, "no_such_page")
+    assert g.reason() == "the first hit's document has none of the pages 100-110"
+    g = grade("the chart on page 50", hs, min_coverage=0.4, depth=3, missing_pages=(50,))
+    assert g.reason() == "the first hit's document has no page 50"
+    assert grade("pages 3 and 7", hs, min_coverage=0.0, depth=3, missing_pages=(3, 7, -2)).reason().endswith(
+        "pages 3, 7, 2 from the end")
+
+
+def test_the_channels_need_not_agree_on_a_page_the_question_names() -> None:
+    hs = [hit("acme revenue", bm25=3.0, bm25_page=None, dense=None),
+          hit("acme revenue", bm25=None, bm25_page=2.0, dense=0.5)]
+    assert grade("acme revenue", hs, min_coverage=0.5, depth=3).verdict == "channels_disagree"
+    assert grade("acme revenue", hs, min_coverage=0.5, depth=3, top_named=True).ok

@@ -113,6 +113,39 @@ def test_numbering_resolves_place_print_and_the_end() -> None:
     assert numbering({"page_numbers": [1, 2], "pages_total": 2, "profile": {}}).named(frozenset({2})) == {2}
 
 
+def test_whether_a_file_has_a_page_counts_its_dropped_pages_and_printed_numbers() -> None:
+    n = numbering({"page_numbers": [1, 2, 3, 5, 6], "pages_total": 6,
+                   "profile": {"printed_pages": {"5": [3], "6": [40]}}})
+    assert n.has_any(frozenset({4}))  # place 4 was dropped at index build: the file has it all the same
+    assert n.has_any(frozenset({40}))  # no place 40, but page 6 prints it
+    assert n.has_any(frozenset({-6})) and not n.has_any(frozenset({-7}))  # counted from the end
+    assert not n.has_any(frozenset({7, 8, 100}))
+    assert n.has_any(frozenset({100, 6}))  # any of them
+
+
+def test_has_any_by_document(shelf: Engine) -> None:
+    ch = PageNumbers(shelf.libraries)
+    active = shelf.libraries.active_versions(LIB)
+    assert ch.has_any(LIB, active, "beta", frozenset({9})) is False  # 8 pages, numbered from 1
+    assert ch.has_any(LIB, active, "alpha", frozenset({9})) is True  # 9 pages
+    assert ch.has_any(LIB, active, "alpha", frozenset({7})) is True  # place 7 (it prints 5)
+    assert ch.has_any(LIB, active, "nobody", frozenset({1})) is None
+    # what the corrective grade asks through the searcher
+    assert shelf.searcher.document_has_pages(LIB, "beta", frozenset({9})) is False
+    assert shelf.searcher.named_pages(LIB, "alpha", frozenset({4})) == {4, 6}
+    assert shelf.searcher.named_pages(LIB, "beta", frozenset({9})) == frozenset()
+
+
+def test_the_corrective_grade_takes_a_named_page_first_whatever_the_channels_say(shelf: Engine) -> None:
+    # "page 9" is only alpha's; beta (8 pages) has none: asked of beta's loud page, the grade
+    # says so; asked of alpha, its page 9 answers.
+    res = shelf.search({"query": "revenue chart on page 9", "libraries": [LIB], "mode": "bm25", "corrective": True,
+                        "filters": [{"field": "doc_id", "op": "eq", "value": "beta"}]})
+    assert res.abstained and res.corrective["reason"] == "the first hit's document has no page 9"
+    res = shelf.search({"query": "revenue chart on page 9", "libraries": [LIB], "mode": "bm25", "corrective": True})
+    assert not res.abstained and (res.hits[0].doc_id, res.hits[0].page) == ("alpha", 9)
+
+
 def test_named_pages_arithmetic() -> None:
     ranking = [("a", 10.0), ("b", 8.0), ("c", 6.0), ("d", 2.0)]
     # normalised: a 1, b 0.75, c 0.5, d 0; c named gains 0.3 -> 0.8, above b

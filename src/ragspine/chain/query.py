@@ -40,6 +40,7 @@ from ragspine.errors import InvalidRequestError
 from ragspine.ocr.words import known_word
 from ragspine.retrieval.search import PageKey, SearchHit, SearchRequest, SearchResponse, Searcher
 from ragspine.scoring.fusion import rrf
+from ragspine.scoring.page_refs import page_refs
 from ragspine.scoring.query_text import search_text
 
 logger = logging.getLogger(__name__)
@@ -187,18 +188,30 @@ class QueryChain:
         queries = [self._searched(v.query) for v in run.variants]
         hits = run.response.hits
         unmentioned: list[str] = []
+        missing_pages: tuple[int, ...] = ()
+        fixes: dict[str, str] = {}
         lib = hits[0].library_id if hits else None
-        # Not under a key's filters: whether a hidden page mentions a word must not show.
-        if s.corrective_specifics and lib is not None and lib not in scope and queries:
-            wanted = specifics(queries[0], known_word)
-            if wanted and s.spelling_corrections:  # "Neflix" is asked about as Netflix
-                fixes = self.searcher.respelt(lib, queries[0])
-                wanted = list(dict.fromkeys(fixes.get(t, t) for t in wanted))
-            held = self.searcher.document_terms(lib, hits[0].doc_id, wanted) if wanted else None
-            if held is not None:
-                unmentioned = [t for t in wanted if t not in held]
+        # Not under a key's filters: whether a hidden page mentions a word must not show, nor
+        # its words correct a misspelling.
+        if lib is not None and lib not in scope and queries:
+            if s.spelling_corrections:  # "Neflix" is asked about as Netflix, "Companay" as company
+                fixes = self.searcher.respelt(lib, queries[0], names_as_words=True)
+            if s.corrective_specifics:
+                wanted = list(dict.fromkeys(fixes.get(t, t) for t in specifics(queries[0], known_word)))
+                held = self.searcher.document_terms(lib, hits[0].doc_id, wanted) if wanted else None
+                if held is not None:
+                    unmentioned = [t for t in wanted if t not in held]
+        top_named = False
+        if hits and queries:
+            refs = page_refs(queries[0])
+            if refs:
+                top = hits[0]
+                if self.searcher.document_has_pages(top.library_id, top.doc_id, refs) is False:
+                    missing_pages = tuple(sorted(refs, key=lambda n: (n < 0, abs(n))))
+                top_named = top.page in self.searcher.named_pages(top.library_id, top.doc_id, refs)
         return grade(queries, hits, min_coverage=s.corrective_min_coverage, depth=s.corrective_depth,
-                     min_similarity=low, rescue_similarity=rescue, unmentioned=unmentioned)
+                     min_similarity=low, rescue_similarity=rescue, unmentioned=unmentioned,
+                     missing_pages=missing_pages, respelt=fixes, top_named=top_named)
 
     def _searched(self, query: str) -> str:
         """What of ``query`` the channels search (``RAGSPINE_DROP_ANSWER_INSTRUCTIONS``)."""

@@ -24,7 +24,7 @@ class ChainSettings(BaseSettings):
     #: questions (bench/chain_eval.py; the best ratio of the thresholds 0.3-0.7 measured); with
     #: the specifics rule, 0.25 / 0.3 / 0.4 trade 6.5 / 10.2 / 15.5 % of the answerable for 24.1 /
     #: 27.8 / 32.9 % of the unanswerable (docs/measured.md, "Numbers and names ...").
-    corrective_min_coverage: float = Field(default=0.4, ge=0.0, le=1.0)
+    corrective_min_coverage: float = Field(default=0.45, ge=0.0, le=1.0)
     #: Corrective grade: a number of two digits or more, or a name no dictionary knows, that the
     #: question names and the first hit's whole document never mentions makes the answer weak
     #: ("in 2016" of a report on 2013); read from the library's in-memory BM25 index, never for

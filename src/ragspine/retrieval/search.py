@@ -208,14 +208,28 @@ class Searcher:
             searched=searched if instructions else None,
         )
 
-    def respelt(self, library: str, query: str, active: Any = None) -> dict[str, str]:
+    def respelt(self, library: str, query: str, active: Any = None, *, names_as_words: bool = False) -> dict[str, str]:
         """``word -> correction`` for ``query``'s misspelt words in ``library``: the words
         written as names against its documents' names, the others against its words
-        (:mod:`~ragspine.retrieval.vocabulary`). Not for a key with filters on the library."""
+        (:mod:`~ragspine.retrieval.vocabulary`). ``names_as_words``: a name no document's name
+        corrects is tried against the library's words too ("Companay" is "company"; the
+        corrective grade asks, the search does not: a name one edit from a word may be a name).
+        Not for a key with filters on the library."""
         active = self.libraries.active_versions(library) if active is None else active
         terms = query_tokens(query, drop_question_words=self.settings.bm25_drop_question_words)
-        return {**library_corrections(self.lexical, library, terms, set(capitalised(query))),
-                **self.documents.respelt(library, query, active)}
+        names = self.documents.respelt(library, query, active)
+        skip = set(names) if names_as_words else set(capitalised(query))
+        return {**library_corrections(self.lexical, library, terms, skip), **names}
+
+    def named_pages(self, library: str, doc_id: str, refs: frozenset[int]) -> frozenset[int]:
+        """The kept pages of ``doc_id`` that ``refs`` names (by place or printed number)."""
+        return self.page_numbers.pages(library, refs, self.libraries.active_versions(library)).get(doc_id, frozenset())
+
+    def document_has_pages(self, library: str, doc_id: str, refs: frozenset[int]) -> bool | None:
+        """Whether document ``doc_id`` has any of the pages ``refs`` names, by place in the file
+        or by printed number (:class:`~ragspine.retrieval.channels.page_numbers.Numbering`);
+        ``None`` where the library does not know the document."""
+        return self.page_numbers.has_any(library, self.libraries.active_versions(library), doc_id, refs)
 
     def document_terms(self, library: str, doc_id: str, terms: Sequence[str]) -> set[str] | None:
         """The ``terms`` some passage of ``doc_id`` holds (the corrective grade asks); ``None``

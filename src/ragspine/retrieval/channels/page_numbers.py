@@ -50,6 +50,11 @@ class Numbering:
             out.update(self.captions.get(key, ()))
         return frozenset(out & self.kept)
 
+    def has_any(self, refs: frozenset[int]) -> bool:
+        """Whether the file has any page ``refs`` names: by place (a page dropped at index build
+        is still in the file) or by a printed number."""
+        return any((0 < n <= self.total) or (n < 0 and -n <= self.total) or n in self.printed for n in refs)
+
 
 def numbering(entry: Mapping[str, Any]) -> Numbering:
     """How a manifest entry's document numbers its pages."""
@@ -82,6 +87,12 @@ class PageNumbers:
             return {}
         out = {d: n.named(refs, figures) for d, n in self._docs.get(library, active).items()}
         return {d: p for d, p in out.items() if p}
+
+    def has_any(self, library: str, active: Mapping[str, int], doc_id: str, refs: frozenset[int]) -> bool | None:
+        """Whether ``doc_id`` has any of the pages ``refs`` names (:meth:`Numbering.has_any`);
+        None where the library does not know the document."""
+        n = self._docs.get(library, active).get(doc_id)
+        return None if n is None else n.has_any(refs)
 
     def printed(self, library: str, active: Mapping[str, int], doc_id: str, page: int) -> list[int]:
         """The numbers printed on a page, where they are not its place (a hit's citation shows
