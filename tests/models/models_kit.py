@@ -48,3 +48,13 @@ def np_maxsim(q: np.ndarray, d: np.ndarray) -> float:
     for qi in q.astype(np.float64):
         total += max(float(np.dot(qi, dj)) for dj in d.astype(np.float64))
     return total
+
+
+def assert_same_pages(plain: list, other: list, min_cos: float = 0.9999) -> None:  # type: ignore[type-arg]
+    """Two encodings of the same pages agree: the same shapes, and every row's cosine at least
+    ``min_cos`` (the same bf16 inputs on CUDA; kernels may differ in their last bits)."""
+    for a, b in zip(plain, other, strict=True):
+        assert a.vectors.shape == b.vectors.shape
+        x, y = a.vectors.astype(np.float64), b.vectors.astype(np.float64)
+        cos = (x * y).sum(axis=1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1))
+        assert cos.min() >= min_cos
