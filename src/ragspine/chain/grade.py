@@ -4,18 +4,19 @@ The rule, deterministic and stated once (no model):
 
 1. **No hits** is weak.
 2. **Unmentioned specifics** (when the caller can read the first hit's document): a number of
-   two digits or more, or a name no dictionary knows, that the question names and the first
-   hit's whole document never mentions ("in 2016" of a report on 2013; "Zorblax" of a peer's
-   filing; a misspelt name as corrected) makes the answer weak: the topic matched, the fact
-   asked about is not there (:func:`specifics`). Page and figure numbers the question points at
-   are not counted (a page's number is rarely in its text).
+   two digits or more, a code ("AR03") or a name no dictionary knows, that the question names
+   and the first hit's whole document never mentions ("in 2016" of a report on 2013; "Zorblax"
+   of a peer's filing; a misspelt name as corrected) makes the answer weak: the topic matched,
+   the fact asked about is not there (:func:`specifics`). Page and figure numbers the question
+   points at are not counted (a page's number is rarely in its text), nor an example's ("like
+   2024").
 3. **A page the document does not have**: a question that names pages by number ("page 50",
    "pages 100-110", "slide 31") of which the first hit's document has none, by place or by
    printed number, is asking about a page that is not there.
 4. **Coverage**: of the query's content terms (:func:`coverage_terms`: its BM25 tokens, less
-   function words and :data:`FRAME_WORDS`), the share that occur in
-   the text, title or document fields (issuer, period, kind) of the first ``depth`` hits, a
-   misspelt term counted by its correction, must reach ``min_coverage``; with rewriting, the
+   function words and :data:`FRAME_WORDS`), the share that occur in the text, title or
+   document fields (issuer, period, kind) of the first ``depth`` hits, a misspelt term counted
+   by its correction, must reach ``min_coverage``; with rewriting, the
    best share over the query and its variants. A question about something the library does
    not hold usually shares its topic words with some page but not its specific terms. Fewer
    than :data:`MIN_MISSING` missing terms are not enough to tell: "how many cars are in the
