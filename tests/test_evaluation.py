@@ -384,7 +384,9 @@ def beir_unanswerable(beir: Path) -> Path:
     return beir
 
 
-def test_corrective_eval_counts_abstentions_per_kind(settings: Settings, beir_unanswerable: Path) -> None:
+def test_corrective_eval_counts_abstentions_per_kind(settings: Settings, beir_unanswerable: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragspine.chain import grade as grade_mod
     from ragspine.evaluation import ChainFlags
 
     r = evaluate(settings, beir_unanswerable, mode="bm25", chain=ChainFlags(corrective=True))
@@ -394,10 +396,15 @@ def test_corrective_eval_counts_abstentions_per_kind(settings: Settings, beir_un
                                "unanswerable": {"queries": 1, "abstained": 1, "rate": 1.0}}
     assert r["ndcg@10"] == pytest.approx(EXPECTED["ndcg@10"], abs=1e-9)
     assert r["chain"] == {"rewrite": None, "corrective": True, "postprocess": []}
-    strict = evaluate(settings.model_copy(update={"corrective_min_coverage": 0.9, "corrective_depth": 1}),
-                      beir_unanswerable, mode="bm25", chain=ChainFlags(corrective=True))
-    # Now only the first passage counts: q3's (d2: tropical, banana; 2/3 < 0.9) is abstained
-    # on too, and its nDCG counts 0. (Over 3 passages d4 adds durian: 3/3.)
+    strict_settings = settings.model_copy(update={"corrective_min_coverage": 0.9, "corrective_depth": 1})
+    strict = evaluate(strict_settings, beir_unanswerable, mode="bm25", chain=ChainFlags(corrective=True))
+    # Now only the first passage counts: q3's (d2: tropical, banana; 2/3 < 0.9) misses one word,
+    # durian, which is not enough to abstain on (grade.MIN_MISSING is 2) ...
+    assert strict["abstention"]["answerable"] == {"queries": 3, "abstained": 0, "rate": 0.0}
+    # ... and with one missing word enough, q3 is abstained on too and its nDCG counts 0. (Over
+    # 3 passages d4 adds durian: 3/3.)
+    monkeypatch.setattr(grade_mod, "MIN_MISSING", 1)
+    strict = evaluate(strict_settings, beir_unanswerable, mode="bm25", chain=ChainFlags(corrective=True))
     assert strict["abstention"]["answerable"] == {"queries": 3, "abstained": 1, "rate": round(1 / 3, 4)}
     assert strict["ndcg@10"] == pytest.approx((1.0 + 2.0 / (2.0 + _ndcg_gain(2))) / 3, abs=1e-9)
 
