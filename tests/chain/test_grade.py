@@ -90,6 +90,7 @@ def test_similarity_is_zero_when_the_dense_channel_found_none_of_the_top_passage
     ("What is the market name for EPS code AR03?", ["ar03"]),  # a code, asked about as a number is
     ("How many charts have years on the axis (like 2024)?", []),  # an example of the form
     ("Which years are discussed, e.g. [2014, 2018]?", []),
+    ("Which chart (like " + "the one " * 11 + "in 2019)?", ["2019"]),  # over 80 characters: no example
 ])
 def test_the_specifics_a_question_names(query: str, expected: list[str]) -> None:
     assert specifics(query, lambda w: w in {"beijing", "figure"}) == expected

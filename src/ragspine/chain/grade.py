@@ -151,7 +151,9 @@ _PERIOD = re.compile(r"^(?:fy|cy)\d+$")
 #: An example of the answer's form in brackets: "(like 2024)", "(e.g. 2019)", "e.g. [2014, 2018]".
 #: Its numbers show a form; they are not what the question asks about.
 _KEY = r"(?:like|e\.g\.?|i\.e\.?|for\s+example|such\s+as)"
-_EXAMPLE = re.compile(r"[(\[]\s*" + _KEY + r"(?![\w])[^)\]]*[)\]]|\b" + _KEY + r"\s*[,:]?\s*[(\[][^)\]]*[)\]]",
+#: (At most 80 characters inside the brackets: an unclosed "(like" repeated over a long query
+#: would otherwise be searched to its end from each one.)
+_EXAMPLE = re.compile(r"[(\[]\s*" + _KEY + r"(?![\w])[^)\]]{0,80}[)\]]|\b" + _KEY + r"\s*[,:]?\s*[(\[][^)\]]{0,80}[)\]]",
                       re.IGNORECASE)
 
 
