@@ -134,6 +134,7 @@ def test_has_any_by_document(shelf: Engine) -> None:
     assert shelf.searcher.document_has_pages(LIB, "beta", frozenset({9})) is False
     assert shelf.searcher.named_pages(LIB, "alpha", frozenset({4})) == {4, 6}
     assert shelf.searcher.named_pages(LIB, "beta", frozenset({9})) == frozenset()
+    assert shelf.searcher.named_pages(LIB, "nobody", frozenset({1})) == frozenset()
 
 
 def test_the_corrective_grade_takes_a_named_page_first_whatever_the_channels_say(shelf: Engine) -> None:

@@ -223,7 +223,7 @@ class Searcher:
 
     def named_pages(self, library: str, doc_id: str, refs: frozenset[int]) -> frozenset[int]:
         """The kept pages of ``doc_id`` that ``refs`` names (by place or printed number)."""
-        return self.page_numbers.pages(library, refs, self.libraries.active_versions(library)).get(doc_id, frozenset())
+        return self.page_numbers.named_in(library, self.libraries.active_versions(library), doc_id, refs)
 
     def document_has_pages(self, library: str, doc_id: str, refs: frozenset[int]) -> bool | None:
         """Whether document ``doc_id`` has any of the pages ``refs`` names, by place in the file

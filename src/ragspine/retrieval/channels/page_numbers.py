@@ -88,6 +88,11 @@ class PageNumbers:
         out = {d: n.named(refs, figures) for d, n in self._docs.get(library, active).items()}
         return {d: p for d, p in out.items() if p}
 
+    def named_in(self, library: str, active: Mapping[str, int], doc_id: str, refs: frozenset[int]) -> frozenset[int]:
+        """The kept pages of ``doc_id`` that ``refs`` names (:meth:`Numbering.named`)."""
+        n = self._docs.get(library, active).get(doc_id)
+        return n.named(refs) if n is not None else frozenset()
+
     def has_any(self, library: str, active: Mapping[str, int], doc_id: str, refs: frozenset[int]) -> bool | None:
         """Whether ``doc_id`` has any of the pages ``refs`` names (:meth:`Numbering.has_any`);
         None where the library does not know the document."""
