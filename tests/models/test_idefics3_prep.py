@@ -138,6 +138,53 @@ def test_processors_it_does_not_reproduce_keep_the_processor(smolvlm: tuple[Any,
     assert Idefics3Tiles.for_processor(pil) is None
 
 
+def test_a_processor_that_no_longer_agrees_at_load_keeps_the_processor(smolvlm: tuple[Any, Any],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check at load: a processor whose output the uint8 path no longer reproduces (as a
+    transformers release could change it) gets no fast path."""
+    import copy
+
+    from ragspine.models.idefics3_prep import Idefics3Tiles
+
+    proc, _ = smolvlm
+    changed = copy.deepcopy(proc)
+    plain = changed.process_images
+
+    def shifted(images: Any) -> Any:
+        out = plain(images)
+        out["pixel_values"] = out["pixel_values"] + 1e-3
+        return out
+
+    monkeypatch.setattr(changed, "process_images", shifted)
+    assert Idefics3Tiles.for_processor(changed) is None
+    assert Idefics3Tiles.for_processor(proc) is not None
+
+
+def test_a_resize_that_is_not_whole_tiles_is_an_error(smolvlm: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    import copy
+
+    from ragspine.models.errors import ModelOutputError
+
+    proc, tiles = smolvlm
+    odd = copy.deepcopy(proc)
+    resize = odd.image_processor.resize_for_vision_encoder
+    monkeypatch.setattr(odd.image_processor, "resize_for_vision_encoder",
+                        lambda x, t, resample: resize(x, t, resample=resample)[..., :-1])
+    with pytest.raises(ModelOutputError, match="not to whole 512 px tiles"):
+        tiles.prepare(odd, [_page((60, 40), 3)])
+
+
+def test_tiles_without_their_table_are_an_error(tiny_model_dir: Any, page_images: list[Any]) -> None:
+    from ragspine.models import load_page_encoder
+    from ragspine.models.errors import ModelOutputError
+
+    enc = load_page_encoder(str(tiny_model_dir("colidefics3")), device="cpu")
+    prepared = enc.prepare_pages(page_images[:1])
+    enc.tiles = None  # the batch was prepared as tiles; nothing can expand them now
+    with pytest.raises(ModelOutputError, match="a batch of uint8 tiles, but no table"):
+        enc.encode_prepared(prepared)
+
+
 def test_the_encoder_gives_the_processors_vectors(tiny_model_dir: Any, page_images: list[Any]) -> None:
     """ColIdefics3Encoder through the tiny random model: the same vectors, bit for bit, with the
     tiles as with the processor, at once and prepared apart (several batches and grids)."""
