@@ -240,6 +240,10 @@ class Settings(RankingSettings, ChainSettings):
     dtype: str | None = None
     #: Attention implementation (``sdpa``, ``flash_attention_2``, ``eager``, ...); unset = default.
     attn_implementation: str | None = None
+    #: Page-model queries from CUDA graphs (ragspine.models.query_graphs): ``auto`` = on a CUDA
+    #: device, captured at load for up to 16 queries of up to 256 tokens and kept only if they
+    #: give the plain forward's vectors; ``off`` = transformers' plain forward.
+    query_graphs: Literal["auto", "off"] = "auto"
     #: Pages encoded per model call during ingest (pages are rendered one batch ahead).
     page_batch_size: int = Field(default=8, ge=1, le=512)
     #: Processes that render pages during ingest (MuPDF renders one page at a time per process,

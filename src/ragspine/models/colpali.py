@@ -3,9 +3,9 @@ ColIdefics3 (ColSmol).
 
 One class per family, each a :class:`~ragspine.models.base.BasePageEncoder`; they differ only in
 the colpali-engine classes they load, how images are bucketed, and how the patch grid is read
-off a processed batch (:meth:`ColVisionEncoder._layout`). The family is taken from the model's
-``config.json`` (``architectures``, then ``model_type``), from the base model of a PEFT adapter
-(``vidore/colqwen2-v1.0`` is one), or given explicitly.
+off a processed batch (:meth:`ColVisionEncoder._layout`). Which family a checkpoint is:
+:mod:`ragspine.models.page_families`. Queries at static shapes, from CUDA graphs on a GPU:
+:mod:`ragspine.models.query_graphs`.
 
 Padding rows are dropped by the attention mask. That matters beyond storage size: with SDPA,
 left-padded positions of ColQwen2/2.5 and ColIdefics3 come out NaN, and the base class refuses to
@@ -34,10 +34,12 @@ from ragspine.models._runtime import (
     resolve_dtype,
     to_device,
 )
-from ragspine.models._source import ModelSource, resolve_source
+from ragspine.models._source import ModelSource
 from ragspine.models.base import BasePageEncoder, EncodedPage
 from ragspine.models.errors import ModelLoadError, ModelOutputError
 from ragspine.models.idefics3_prep import TILES, Idefics3Tiles
+from ragspine.models.query_graphs import QueryGraphs, checked
+from ragspine.models.static_queries import static_forward
 from ragspine.models.windows import batch_windows
 
 if TYPE_CHECKING:
@@ -50,8 +52,9 @@ PAGE_BATCH_SIZE = {"cuda": 16, "mps": 4, "cpu": 4}
 QUERY_BATCH_SIZE = {"cuda": 64, "mps": 16, "cpu": 16}
 #: Preprocessing threads (batches prepared ahead) per device type; 0 = preprocess inline.
 PREFETCH = {"cuda": 4, "mps": 1, "cpu": 0}
-#: Adapter chains followed when detecting a family (adapter -> base -> ...).
-_MAX_ADAPTER_DEPTH = 3
+#: ``query_graphs`` settings: ``auto`` replays queries from CUDA graphs on a CUDA device when they
+#: match the plain forward (:mod:`ragspine.models.query_graphs`); ``off`` keeps the plain forward.
+QUERY_GRAPHS = ("auto", "off")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,10 @@ class ColVisionEncoder(BasePageEncoder):
         #: the GPU does not block (``_runtime.pin``); only on CUDA.
         self.pin_memory = device.type == "cuda"
         self._local = threading.local()
+        #: How queries are encoded: "plain" (transformers' forward) or the graphs' summary; with
+        #: the reason when graphs were asked for and not used.
+        self.query_path = "plain"
+        self._graphs: QueryGraphs | None = None
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -116,9 +123,12 @@ class ColVisionEncoder(BasePageEncoder):
         attn_implementation: str | None = None,
         batch_size: int | None = None,
         query_batch_size: int | None = None,
+        query_graphs: str = "auto",
     ) -> ColVisionEncoder:
         import colpali_engine.models as cem
 
+        if query_graphs not in QUERY_GRAPHS:
+            raise ModelLoadError(f"unknown query_graphs {query_graphs!r}; allowed: {', '.join(QUERY_GRAPHS)}")
         dev = resolve_device(device)
         dt = resolve_dtype(dtype, dev)
         attn = check_attn(attn_implementation)
@@ -149,7 +159,7 @@ class ColVisionEncoder(BasePageEncoder):
                 f"{source.model_id}: weights missing from the checkpoint: {still_meta[:5]}"
             )
         model = model.to(dev).eval()
-        return cls(
+        enc = cls(
             model,
             processor,
             source=source,
@@ -158,6 +168,11 @@ class ColVisionEncoder(BasePageEncoder):
             batch_size=batch_size,
             query_batch_size=query_batch_size,
         )
+        if query_graphs == "auto" and dev.type == "cuda":
+            enc.ready_query_graphs(capture=True)
+        elif query_graphs == "auto":
+            enc.query_path = f"plain (CUDA graphs need a CUDA device; this model is on {dev})"
+        return enc
 
     @classmethod
     def _after_load(cls, model: Any) -> None:
@@ -223,15 +238,40 @@ class ColVisionEncoder(BasePageEncoder):
     def _prepare_queries(self, texts: list[str]) -> Any:
         return self.processor.process_queries(texts=texts)
 
-    @torch.inference_mode()
+    def ready_query_graphs(self, *, capture: bool) -> bool:
+        """Encode queries at static shapes from now on, replayed from CUDA graphs with
+        ``capture`` (the model's device must be CUDA), when they match the plain forward on probe
+        queries; otherwise keep the plain forward. ``query_path`` says which, and why."""
+        graphs = QueryGraphs(
+            static_forward(self.family, self.model),
+            device=self.device,
+            pad_id=int(self.processor.tokenizer.pad_token_id),
+            capture=capture,
+        )
+        self._graphs, why = checked(
+            graphs, self._prepare_queries, lambda t: self._plain_queries(self._prepare_queries(t))
+        )
+        self.query_path = why if self._graphs is not None else f"plain ({why})"
+        log = logger.info if self._graphs is not None else logger.warning
+        log("%s: queries: %s", self.model_id, self.query_path)
+        return self._graphs is not None
+
     def _encode_queries(self, texts: list[str]) -> list[np.ndarray]:
         batch = self._prepare_queries(texts)
+        if self._graphs is not None:
+            out = self._graphs.encode(batch["input_ids"], batch["attention_mask"])
+            if out is not None:
+                return out
+        return self._plain_queries(batch)
+
+    @torch.inference_mode()
+    def _plain_queries(self, batch: Any) -> list[np.ndarray]:
         inputs = to_device(batch, self.device, self.dtype)
         emb = self.model(**inputs, **self.forward_kwargs)  # (b, seq, dim)
         attention = inputs["attention_mask"].bool().cpu().numpy()  # (b, seq)
         emb = emb.float().cpu().numpy()  # (b, seq, dim)
         # Left-padded rows are NaN under SDPA (ColQwen, ColIdefics3): keep attended rows only.
-        return [np.ascontiguousarray(emb[i][attention[i]]) for i in range(len(texts))]
+        return [np.ascontiguousarray(emb[i][attention[i]]) for i in range(len(attention))]
 
     def _layout(self, proc: Any, batch: Any, images: list[Image]) -> list[_Layout]:
         """Where each image's patch grid sits in the processed ``batch`` (family-specific)."""
@@ -421,60 +461,7 @@ class ColIdefics3Encoder(ColVisionEncoder):
         return out
 
 
-#: Family name -> encoder class. Aliases are accepted by :func:`canonical_family`.
+#: Family name -> encoder class. Aliases: :func:`ragspine.models.page_families.canonical_family`.
 FAMILIES: dict[str, type[ColVisionEncoder]] = {
     c.family: c for c in (ColPaliEncoder, ColQwen2Encoder, ColQwen2_5Encoder, ColIdefics3Encoder)
 }
-_ALIASES = {
-    "colqwen2.5": "colqwen2_5",
-    "colqwen2-5": "colqwen2_5",
-    "colsmol": "colidefics3",
-    "colidefics": "colidefics3",
-}
-#: config.json ``architectures`` entry -> family (checked first).
-_ARCHITECTURES = {c.model_class: c.family for c in FAMILIES.values()}
-#: config.json ``model_type`` -> family.
-_MODEL_TYPES = {
-    "paligemma": "colpali",
-    "qwen2_vl": "colqwen2",
-    "qwen2_5_vl": "colqwen2_5",
-    "idefics3": "colidefics3",
-}
-
-
-def canonical_family(name: str) -> str:
-    key = name.strip().lower()
-    key = _ALIASES.get(key, key)
-    if key not in FAMILIES:
-        raise ModelLoadError(
-            f"unknown page-model family {name!r}; supported: {', '.join(sorted(FAMILIES))} "
-            f"(aliases: {', '.join(sorted(_ALIASES))})"
-        )
-    return key
-
-
-def detect_family(source: ModelSource, _depth: int = 0) -> str:
-    """The family of a checkpoint, from its config.json or its PEFT adapter's base model."""
-    cfg = source.read_json("config.json")
-    if cfg is not None:
-        for arch in cfg.get("architectures") or []:
-            if arch in _ARCHITECTURES:
-                return _ARCHITECTURES[arch]
-        model_type = cfg.get("model_type")
-        if model_type in _MODEL_TYPES:
-            return _MODEL_TYPES[model_type]
-        raise ModelLoadError(
-            f"{source.model_id}: config.json says architectures={cfg.get('architectures')} "
-            f"model_type={model_type!r}, which is no supported page-model family "
-            f"({', '.join(sorted(FAMILIES))}); pass family= explicitly if it is one of them"
-        )
-    adapter = source.read_json("adapter_config.json")
-    base = (adapter or {}).get("base_model_name_or_path")
-    if base and _depth < _MAX_ADAPTER_DEPTH:
-        logger.info("%s is a PEFT adapter on %s", source.model_id, base)
-        return detect_family(resolve_source(base), _depth + 1)
-    raise ModelLoadError(
-        f"{source.model_id}: found neither config.json nor an adapter_config.json with a base "
-        f"model in {source.path}; cannot tell the page-model family. Pass family= explicitly "
-        f"({', '.join(sorted(FAMILIES))})."
-    )

@@ -76,6 +76,7 @@ class ModelSet:
                 family=settings.page_model_family,
                 attn_implementation=settings.attn_implementation,
                 batch_size=settings.page_batch_size,
+                query_graphs=settings.query_graphs,
                 **common,
             ))
         if settings.dense_model:

@@ -122,17 +122,19 @@ def load_page_encoder(
     family: str | None = None,
     batch_size: int | None = None,
     query_batch_size: int | None = None,
+    query_graphs: str = "auto",
 ) -> PageEncoder:
     """A page encoder from a Hub id (``vidore/colqwen2-v1.0``) or a ``save_pretrained`` folder.
 
     ``family`` (``colpali``, ``colqwen2``, ``colqwen2_5``, ``colidefics3``/``colsmol``)
-    overrides detection from the checkpoint's config.
+    overrides detection from the checkpoint's config. ``query_graphs`` ``auto`` replays queries
+    from CUDA graphs on a CUDA device when they match the plain forward; ``off`` does not.
     """
     require(PAGE_MODEL_PACKAGES, f"Page model {str(name_or_path)!r}")
-    from ragspine.models import colpali
+    from ragspine.models import colpali, page_families
 
     source = resolve_source(name_or_path)
-    fam = colpali.canonical_family(family) if family else colpali.detect_family(source)
+    fam = page_families.canonical_family(family) if family else page_families.detect_family(source)
     return colpali.FAMILIES[fam].from_source(
         source,
         device=device,
@@ -140,6 +142,7 @@ def load_page_encoder(
         attn_implementation=attn_implementation,
         batch_size=batch_size,
         query_batch_size=query_batch_size,
+        query_graphs=query_graphs,
     )
 
 

@@ -135,6 +135,7 @@ def load_page_model(s: Settings) -> Any:
         attn_implementation=s.attn_implementation,
         batch_size=s.ray_page_batch_size,
         query_batch_size=s.ray_query_batch_size,
+        query_graphs=s.query_graphs,
     )
 
 
