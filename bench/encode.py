@@ -29,7 +29,10 @@ Measured per architecture, on pages rendered from the PDFs in ``--data`` (PyMuPD
   bounds it;
 - model only: the model's forward on one preprocessed batch already on the device, repeated:
   pages/s - the ceiling the end-to-end rate is compared with;
-- query: ``encode_queries`` of one query at a time (p50/p95 ms), and queries/s in batches of 32.
+- query: ``encode_queries`` of one query at a time (p50/p95 ms), and queries/s in batches of 32:
+  first on transformers' plain forward, then on the path ``--query-graphs`` sets up in the same
+  run (``auto``: CUDA graphs on a CUDA device, ``eager``: the same static shapes without graphs,
+  ``off``: none), with the time its set-up took and what ``query_path`` says.
 
 The H200 anchors of docs/measured.md (plain transformers forward, bf16, SDPA) and the target
 rates are printed beside the GPU figures.
@@ -203,6 +206,22 @@ def ingest_rate(enc: Any, args: argparse.Namespace, n: int) -> tuple[int, float,
             eng.close()
 
 
+def query_latency(enc: Any, queries: list[str]) -> tuple[list[float], float]:
+    """``encode_queries`` of one query at a time (ms each), then the seconds of all of them in
+    batches of 32 (the batches past the static shapes take the plain forward)."""
+    lat = []
+    for q in queries:
+        t0 = time.perf_counter()
+        enc.encode_queries([q])
+        lat.append((time.perf_counter() - t0) * 1000)
+    size, enc.query_batch_size = enc.query_batch_size, 32
+    t0 = time.perf_counter()
+    enc.encode_queries(queries)
+    seconds = time.perf_counter() - t0
+    enc.query_batch_size = size
+    return lat, seconds
+
+
 def bench_one(
     spec: str, args: argparse.Namespace, images: list[Any], render_s: float, queries: list[str]
 ) -> dict[str, Any]:
@@ -256,16 +275,15 @@ def bench_one(
     split = split_windows(enc, same, inputs, reps) if getattr(enc, "batched_windows", 0) else None
     steps = {**page_steps(enc, same), **query_steps(enc, queries)}  # (bench/encode_steps.py)
 
-    # Queries: one at a time (latency), then batches of 32 (throughput).
-    lat = []
-    for q in queries:
+    # Queries: one at a time (latency), then batches of 32 (throughput); the plain forward first,
+    # then the static-shape path (CUDA graphs on a GPU) in the same run.
+    plain_lat, _ = query_latency(enc, queries)
+    graphs_s = None
+    if args.query_graphs != "off" and (dev.type == "cuda" or args.query_graphs == "eager"):
         t0 = time.perf_counter()
-        enc.encode_queries([q])
-        lat.append((time.perf_counter() - t0) * 1000)
-    enc.query_batch_size = 32
-    t0 = time.perf_counter()
-    enc.encode_queries(queries)
-    qbatch_s = time.perf_counter() - t0
+        enc.ready_query_graphs(capture=args.query_graphs == "auto")
+        graphs_s = time.perf_counter() - t0
+    lat, qbatch_s = query_latency(enc, queries)
 
     ingest_pages, ingest_s, ingest_jobs, ingest_stages = ingest_rate(enc, args, n)
 
@@ -289,6 +307,10 @@ def bench_one(
         "model_only_pages_s": round(len(same) / forward_s, 2),
         "query_ms_p50": round(pct(lat, 50), 2),
         "query_ms_p95": round(pct(lat, 95), 2),
+        "query_ms_p50_plain": round(pct(plain_lat, 50), 2),
+        "query_ms_p95_plain": round(pct(plain_lat, 95), 2),
+        "query_path": enc.query_path,
+        "query_graphs_setup_s": None if graphs_s is None else round(graphs_s, 2),
         "queries_s_batched": round(len(queries) / qbatch_s, 1),
     }
     result.update(steps)
@@ -352,6 +374,13 @@ def main() -> int:
     )
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (slow warm-up)")
     ap.add_argument(
+        "--query-graphs",
+        choices=("auto", "eager", "off"),
+        default="auto",
+        help="queries after the plain forward's: auto = CUDA graphs on a CUDA device; eager = the "
+        "same static shapes without graphs (any device); off = plain only",
+    )
+    ap.add_argument(
         "--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)"
     )
     ap.add_argument("--json", type=Path, default=None, help="also write the results here")
@@ -403,7 +432,7 @@ def main() -> int:
             )
 
     print(
-        "\n| arch | ingest pages/s | end-to-end pages/s | encode pages/s | model-only pages/s | ingest / model-only | query p50 ms | tokens/page |"
+        "\n| arch | ingest pages/s | end-to-end pages/s | encode pages/s | model-only pages/s | ingest / model-only | query p50 ms (plain) | tokens/page |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
@@ -411,8 +440,12 @@ def main() -> int:
             f"| {r['arch']} | {r['ingest_pages_s']} | {r['end_to_end_pages_s']} | {r['encode_pages_s']} | "
             f"{r['model_only_pages_s']} | "
             f"{round(r['ingest_pages_s'] / r['model_only_pages_s'], 2) if r['ingest_pages_s'] else '-'} | "
-            f"{r['query_ms_p50']} | {r['tokens_per_page']} |"
+            f"{r['query_ms_p50']} ({r['query_ms_p50_plain']}) | {r['tokens_per_page']} |"
         )
+    for r in results:
+        ratio = r["query_ms_p50"] / r["query_ms_p50_plain"] if r["query_ms_p50_plain"] else float("nan")
+        print(f"{r['arch']}: queries {r['query_path']}; p50 {r['query_ms_p50']} ms against "
+              f"{r['query_ms_p50_plain']} plain (x{ratio:.2f}), set up in {r['query_graphs_setup_s']} s")
     steps = ("processor", "to_device", "forward", "to_host")
     print("\n| arch | a page: " + " | ".join(f"{k} ms" for k in steps) + " | one query: "
           + " | ".join(f"{k} ms" for k in steps) + " |")

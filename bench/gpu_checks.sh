@@ -49,7 +49,7 @@ step maxsim_device "${MAXSIM_S:-70}" "$py" bench/maxsim_device.py --device cuda 
     --pages 1000,10000,100000 --json "$out/maxsim.json"
 step pytest_gpu "${PYTEST_S:-60}" "$py" -m pytest -q -p no:cacheprovider -m gpu \
     tests/models/test_page_encoders.py tests/models/test_windows.py tests/models/test_prepare_pages.py \
-    tests/models/test_muvera_device.py tests/models/test_idefics3_prep.py \
+    tests/models/test_muvera_device.py tests/models/test_idefics3_prep.py tests/models/test_query_graphs.py \
     tests/ocr/test_ocr_rapid.py
 step encode_colqwen2_5_colidefics3 "${ENCODE2_S:-100}" "$py" bench/encode.py \
     --arch colqwen2_5,colidefics3 --data "$data" --pages 128 --queries 20 --json "$out/encode2.json"
