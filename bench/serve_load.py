@@ -8,7 +8,10 @@ local`` and ``--engine ray``, on the same index.
    data dir. ``--mode hybrid`` also builds a tiny random-weight page model
    (:mod:`ragspine.models.testing`) and indexes page images with it, so every search crosses to
    a model: in-process locally, the QueryEncoder deployment under Ray (the hop being measured;
-   the tiny model's own cost is a few ms on CPU).
+   the tiny model's own cost is a few ms on CPU). ``--page-size full --device cuda`` builds the
+   real architecture of ``--page-family`` instead (random weights, bf16) and runs it on the GPU:
+   with ``--threads "plain=RAGSPINE_QUERY_GRAPHS=off,graphs=auto"`` that measures queries a
+   second through the server with and without CUDA graphs (``bench/gpu_checks.sh``).
 2. For each engine in turn (the embedded store is single-process): start ``ragspine serve
    --engine ENGINE`` on a free 127.0.0.1 port, warm up, then drive ``--clients`` concurrent
    clients (threads with keep-alive connections) over the dataset's questions for
@@ -94,13 +97,30 @@ def ragspine() -> list[str]:
     return [sys.executable, "-m", "ragspine.cli"]
 
 
-def env_for(data_dir: Path, page_model: Path | None) -> dict[str, str]:
+def env_for(data_dir: Path, page_model: Path | None, device: str = "cpu") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAGSPINE_")}
     env.update({"RAGSPINE_DATA_DIR": str(data_dir), "RAGSPINE_RERANKER": "none",
                 "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
     if page_model is not None:
-        env.update({"RAGSPINE_PAGE_MODEL": str(page_model), "RAGSPINE_DEVICE": "cpu"})
+        env.update({"RAGSPINE_PAGE_MODEL": str(page_model), "RAGSPINE_DEVICE": device})
     return env
+
+
+def page_model_for(args: argparse.Namespace, work: Path) -> Path:
+    """The random page model a hybrid run searches with (tiny, or the full architecture)."""
+    from ragspine.models import testing
+
+    dtype = None
+    if args.page_size == "full" and args.device.startswith("cuda"):
+        import torch
+
+        dtype = torch.bfloat16
+    t0 = time.perf_counter()
+    folder = testing.build_page_model(args.page_family, work / f"{args.page_size}-{args.page_family}",
+                                      size=args.page_size, device=args.device, dtype=dtype)
+    print(f"built a random {args.page_size} {args.page_family} in {time.perf_counter() - t0:.1f}s "
+          f"({args.device})", file=sys.stderr)
+    return folder
 
 
 @contextlib.contextmanager
@@ -440,7 +460,12 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="documents/*.pdf and queries.jsonl")
     ap.add_argument("--docs", type=int, default=8, help="index the first N PDFs (default 8)")
     ap.add_argument("--mode", choices=["bm25", "hybrid"], default="bm25",
-                    help="bm25: CPU path only; hybrid: + visual channel with a tiny page model")
+                    help="bm25: CPU path only; hybrid: + visual channel with a random page model")
+    ap.add_argument("--page-family", default="colpali",
+                    choices=("colpali", "colqwen2", "colqwen2_5", "colidefics3"))
+    ap.add_argument("--page-size", choices=("tiny", "full"), default="tiny",
+                    help="the random page model: the tests' tiny one, or the real architecture")
+    ap.add_argument("--device", default="cpu", help="the page model's device (RAGSPINE_DEVICE)")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--duration", type=float, default=30.0, help="seconds of the concurrent run")
     ap.add_argument("--single-duration", type=float, default=10.0, help="seconds of the one-client run")
@@ -472,12 +497,8 @@ def main() -> int:
         return replicas_run(args.data, files, queries, counts, args.clients, args.duration, args.top_k)
     work = Path(tempfile.mkdtemp(prefix="ragspine-serve-load-"))
     try:
-        page_model = None
-        if args.mode == "hybrid":
-            from ragspine.models import testing
-
-            page_model = testing.build("colpali", work / "tiny-colpali")
-        env = env_for(work / "data", page_model)
+        page_model = page_model_for(args, work) if args.mode == "hybrid" else None
+        env = env_for(work / "data", page_model, args.device)
         t0 = time.perf_counter()
         r = subprocess.run([*ragspine(), "ingest", *map(str, files), "--library", LIBRARY, "-q"],
                            env=env, capture_output=True, text=True)

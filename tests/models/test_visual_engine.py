@@ -469,6 +469,9 @@ def test_similarity_map_explains_the_visual_score(colpali_dir: Path, data_dir: P
                           params={"query": query}).status_code == 404
         ready = client.get("/readyz").json()["checks"]
         assert ready["page_model"].startswith("ok: ") and ready["dense_model"] == "off"
+        # How the page model encodes queries, and why not from CUDA graphs here.
+        assert ready["page_model"].endswith(
+            "; queries: plain (CUDA graphs need a CUDA device; this model is on cpu)")
     finally:
         eng.close()
     plain = Engine(_settings(data_dir))

@@ -147,11 +147,15 @@ class ModelSet:
                 logger.info("%s model warmed up in %.0f ms", slot, 1000 * (time.perf_counter() - t0))
 
     def status(self) -> dict[str, str]:
-        """``slot → "ok: <model>"``, ``"error: <why>"``, ``"not loaded yet"`` or ``"off"``."""
+        """``slot → "ok: <model>"`` (a page model's with how it encodes queries),
+        ``"error: <why>"``, ``"not loaded yet"`` or ``"off"``."""
         out: dict[str, str] = {}
         for slot, model in (("page", self.page), ("dense", self.dense)):
             if model is not None:
                 out[slot] = f"ok: {model.model_id}"
+                path = getattr(model, "query_path", None)  # a page model's: CUDA graphs or why not
+                if isinstance(path, str):
+                    out[slot] += f"; queries: {path}"
             elif slot in self.errors:
                 out[slot] = f"error: {self.errors[slot]}"
             else:

@@ -434,9 +434,12 @@ def random_page_model(
     return model.to(dtype=dt).eval(), processor
 
 
-def build_page_model(family: str, folder: Path, seed: int = 0) -> Path:
-    """A tiny random page model of ``family``, saved with save_pretrained (model + processor)."""
-    model, processor = random_page_model(family, "tiny", seed=seed)
+def build_page_model(
+    family: str, folder: Path, seed: int = 0, size: str = "tiny", device: Any = "cpu", dtype: Any = None
+) -> Path:
+    """A random page model of ``family`` (tiny by default; ``full`` = the real architecture, for a
+    GPU benchmark), saved with save_pretrained (model + processor)."""
+    model, processor = random_page_model(family, size, seed=seed, device=device, dtype=dtype)
     return _save(model, processor, folder)
 
 
