@@ -160,16 +160,19 @@ def test_a_batch_past_every_shape_takes_the_plain_forward(family: str, fresh_enc
     assert plain_long[0].shape[0] > 256
 
 
+@pytest.mark.parametrize("size", ["tiny", "full"])
 @pytest.mark.parametrize("family", PAGE_FAMILIES)
-def test_static_forward_reads_nothing_back_and_makes_no_host_tensor(family: str) -> None:
+def test_static_forward_reads_nothing_back_and_makes_no_host_tensor(family: str, size: str) -> None:
     """What a CUDA graph capture forbids, checked on the meta device: a host read of device data
-    fails there or shows in the recorder, and a tensor made on the host meets meta ones."""
+    fails there or shows in the recorder, and a tensor made on the host meets meta ones. The full
+    architectures too (their real configs: Qwen's mrope sections, Gemma's and SmolLM's layers):
+    on the meta device they cost no memory."""
     import torch
 
     from ragspine.models import testing
     from ragspine.models.static_queries import static_forward
 
-    model, _ = testing.random_page_model(family, device="meta")
+    model, _ = testing.random_page_model(family, size, device="meta", dtype=torch.bfloat16)
     forward = static_forward(family, model)
     ids = torch.zeros((4, 32), dtype=torch.long, device="meta")
     mask = torch.ones((4, 32), dtype=torch.long, device="meta")
