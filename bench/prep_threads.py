@@ -26,6 +26,15 @@ Rounds alternate the order of the paths and of the thread counts; the last line 
 path's pages a second over the processor's on each thread count, medians of the same run:
 
     nice -n 10 .venv/bin/python bench/prep_threads.py --only colidefics3 --pages 64 --rounds 3
+
+``--gil SECONDS`` measures instead what a prep thread and the ingesting thread (parse, BM25
+weights, points: Python work holding the GIL) do to each other in one process, on a machine with
+cores to spare: the main thread counts in a pure-Python loop busy ``--duty`` of the time (the
+rest asleep), for SECONDS alone, then while one prep thread prepares batches without a pause,
+then alone again. Printed per path and duty: the pages a second the prep thread prepared beside
+the loop against alone (a thread that leaves the GIL for C code must win it back from a thread
+that holds it, at every return), and the share of the loop's work it took. Run it on 2 cores or
+more, so that the two threads need not share a core.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ import os
 import queue
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -136,6 +146,57 @@ def rate(proc: Any, images: list[Any], threads: int, batch: int) -> float:
     return len(images) / (time.perf_counter() - t0)
 
 
+def spin(seconds: float, duty: float = 1.0) -> int:
+    """Pure-Python work for ``seconds``: additions counted, in slices of 1 ms holding the GIL
+    followed, below full ``duty``, by a sleep that leaves the rest of each slice idle (the
+    ingesting thread also waits: for renders, the encoder, the writer)."""
+    n = 0
+    end = time.perf_counter() + seconds
+    pause = 0.001 * (1 - duty) / duty if duty < 1 else 0.0
+    while True:
+        slice_end = time.perf_counter() + 0.001
+        while time.perf_counter() < slice_end:
+            for _ in range(100):
+                n += 1
+        if pause:
+            time.sleep(pause)
+        if time.perf_counter() >= end:
+            return n
+
+
+def gil_share(proc: Any, images: list[Any], batch: int, seconds: float,
+              duty: float = 1.0) -> tuple[float, float]:
+    """What one thread running ``proc`` on batches of ``images`` without a pause and a Python
+    thread at ``duty`` do to each other: (share of the Python loop's work lost beside the prep
+    thread, pages a second the prep thread prepared meanwhile). The loop alone is counted before
+    and after, and averaged."""
+    batches = [images[i : i + batch] for i in range(0, len(images), batch)]
+    stop = threading.Event()
+    started = threading.Event()
+    done = [0]
+
+    def work() -> None:
+        i = 0
+        while not stop.is_set():
+            started.set()
+            b = batches[i % len(batches)]
+            proc(b)
+            done[0] += len(b)
+            i += 1
+
+    before = spin(seconds, duty)
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    started.wait()
+    t0, d0 = time.perf_counter(), done[0]
+    beside = spin(seconds, duty)
+    pages, elapsed = done[0] - d0, time.perf_counter() - t0
+    stop.set()
+    worker.join()
+    after = spin(seconds, duty)
+    return max(0.0, 1.0 - beside / ((before + after) / 2)), pages / elapsed
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="folder with documents/*.pdf")
@@ -144,6 +205,9 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=16, help="pages a batch (the encoder's batch on CUDA)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--only", default="", help="time only the paths whose name contains this")
+    ap.add_argument("--gil", type=float, default=0.0, metavar="SECONDS",
+                    help="measure the GIL each path holds instead (a window of SECONDS each)")
+    ap.add_argument("--duty", default="1,0.5", help="--gil: the Python thread's busy shares")
     args = ap.parse_args()
 
     from ragspine.config import Settings
@@ -161,6 +225,26 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     for fn in paths.values():
         rate(fn, images[: args.batch], 1, args.batch)  # warm: imports, first allocations
+    if args.gil:
+        duties = [float(d) for d in args.duty.split(",")]
+        alone: dict[str, list[float]] = {name: [] for name in paths}
+        beside: dict[tuple[str, float], list[tuple[float, float]]] = {}
+        for rnd in range(args.rounds):
+            for name in (list(paths) if rnd % 2 == 0 else list(paths)[::-1]):
+                alone[name].append(rate(paths[name], images, 1, args.batch))
+                for d in (duties if rnd % 2 == 0 else duties[::-1]):
+                    beside.setdefault((name, d), []).append(
+                        gil_share(paths[name], images, args.batch, args.gil, d))
+        for name in paths:
+            solo = statistics.median(alone[name])
+            parts = []
+            for d in duties:
+                lost = statistics.median(x[0] for x in beside[(name, d)])
+                prepared = statistics.median(x[1] for x in beside[(name, d)])
+                parts.append(f"beside Python busy {100 * d:.0f} %: it prepares {prepared:.1f} pages/s "
+                             f"(x{prepared / solo:.2f}), the Python thread loses {100 * lost:.0f} %")
+            print(f"{name}: alone {solo:.1f} pages/s; " + "; ".join(parts))
+        return 0
     got: dict[str, dict[int, list[float]]] = {name: {t: [] for t in counts} for name in paths}
     for rnd in range(args.rounds):  # turns A B, B A: the machine's drift falls on every path alike
         for name in (list(paths) if rnd % 2 == 0 else list(paths)[::-1]):

@@ -42,3 +42,20 @@ def test_colsmols_paths_make_the_same_inputs_on_their_own_processor_copies() -> 
     for key in ("input_ids", "attention_mask", "pixel_values", "pixel_attention_mask"):
         assert torch.equal(plain[key], on_cpu[key]), key
     assert pt.rate(paths[pt.IDEFICS_TILES], [page] * 4, threads=2, batch=2) > 0
+
+
+def test_the_gil_probe_counts_what_a_thread_beside_it_prepares() -> None:
+    from PIL import Image
+
+    siglip = next(iter(pt.processors().values()))
+    page = Image.new("RGB", (960, 540), (200, 30, 30))
+    calls = []
+
+    def proc(batch: list) -> object:
+        calls.append(len(batch))
+        return siglip(batch)
+
+    lost, rate = pt.gil_share(proc, [page] * 4, batch=2, seconds=0.3, duty=0.5)
+    assert 0.0 <= lost <= 1.0 and rate >= 0
+    assert calls and set(calls) == {2}  # batches of 2 pages, taken round and round
+    assert pt.spin(0.01) > 0 and pt.spin(0.01, duty=0.25) > 0
