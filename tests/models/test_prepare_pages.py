@@ -47,7 +47,7 @@ def test_pages_prepared_on_another_thread_and_by_another_encoder(tiny_model_dir:
     enc, other = load_page_encoder(folder, device="cpu"), load_page_encoder(folder, device="cpu")
     got: dict[str, Any] = {}
     t = threading.Thread(target=lambda: got.update(p=enc.prepare_pages(page_images[:3]),
-                                                   own=enc._thread_processor() is not enc.processor))
+                                                   own=enc.prep.processor_for_thread() is not enc.processor))
     t.start()
     t.join()
     assert got["own"]

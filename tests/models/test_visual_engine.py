@@ -630,7 +630,7 @@ def test_the_processor_is_copied_once_for_the_device_thread(colpali_dir: Path, d
     (a Gemma tokenizer's copy costs a vocabulary of 257k entries)."""
     import copy
 
-    from ragspine.models import colpali
+    from ragspine.models import page_prep
 
     copies: list[Any] = []
     real = copy.deepcopy
@@ -643,7 +643,7 @@ def test_the_processor_is_copied_once_for_the_device_thread(colpali_dir: Path, d
     eng = Engine(_settings(data_dir, page_model=str(colpali_dir)))
     try:
         counting.processor = eng.models.page.processor  # type: ignore[attr-defined]
-        monkeypatch.setattr(colpali.copy, "deepcopy", counting)
+        monkeypatch.setattr(page_prep.copy, "deepcopy", counting)
         eng.create_library("lib")
         pdf = tmp_path / "report.pdf"
         pdf.write_bytes(pdf_bytes)

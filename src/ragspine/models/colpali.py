@@ -2,8 +2,8 @@
 ColIdefics3 (ColSmol).
 
 One class per family, each a :class:`~ragspine.models.base.BasePageEncoder`; they differ only in
-the colpali-engine classes they load, how images are bucketed, and how the patch grid is read
-off a processed batch (:meth:`ColVisionEncoder._layout`). Which family a checkpoint is:
+the colpali-engine classes they load and in their CPU half (:mod:`ragspine.models.page_prep`: how
+pages are bucketed and prepared, and where the patch grid lies). Which family a checkpoint is:
 :mod:`ragspine.models.page_families`. Queries at static shapes, from CUDA graphs on a GPU:
 :mod:`ragspine.models.query_graphs`.
 
@@ -14,13 +14,8 @@ return any non-finite vector.
 
 from __future__ import annotations
 
-import copy
 import logging
-import math
-import re
-import threading
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -38,6 +33,7 @@ from ragspine.models._source import ModelSource
 from ragspine.models.base import BasePageEncoder, EncodedPage
 from ragspine.models.errors import ModelLoadError, ModelOutputError
 from ragspine.models.idefics3_prep import TILES, Idefics3Tiles
+from ragspine.models.page_prep import ColIdefics3Prep, ColPaliPrep, ColQwen2Prep, Layout, PagePrep
 from ragspine.models.query_graphs import QueryGraphs, checked
 from ragspine.models.static_queries import static_forward
 from ragspine.models.windows import batch_windows
@@ -55,17 +51,6 @@ PREFETCH = {"cuda": 4, "mps": 1, "cpu": 0}
 #: ``query_graphs`` settings: ``auto`` replays queries from CUDA graphs on a CUDA device when they
 #: match the plain forward (:mod:`ragspine.models.query_graphs`); ``off`` keeps the plain forward.
 QUERY_GRAPHS = ("auto", "off")
-
-
-@dataclass(frozen=True, slots=True)
-class _Layout:
-    """Where the patch grid sits in one processed sequence."""
-
-    image_mask: np.ndarray  # (seq,) bool, True on the grid's tokens
-    grid: tuple[int, int]  # (rows, cols)
-    #: Sequence positions to read each output row from (a permutation of range(seq)), when the
-    #: model's token order is not row-major over the grid; None keeps the order.
-    order: np.ndarray | None = None
 
 
 class ColVisionEncoder(BasePageEncoder):
@@ -105,7 +90,8 @@ class ColVisionEncoder(BasePageEncoder):
         #: Prepared page batches go to pinned host memory on the prep threads, so their copy to
         #: the GPU does not block (``_runtime.pin``); only on CUDA.
         self.pin_memory = device.type == "cuda"
-        self._local = threading.local()
+        #: The CPU half (processor, layout): picklable, for prep processes.
+        self.prep = self._make_prep()
         #: How queries are encoded: "plain" (transformers' forward) or the graphs' summary; with
         #: the reason when graphs were asked for and not used.
         self.query_path = "plain"
@@ -180,35 +166,25 @@ class ColVisionEncoder(BasePageEncoder):
 
     # -- the template's hooks ------------------------------------------------------------------
 
-    def _thread_processor(self) -> Any:
-        """The processor for the calling thread: prefetch threads each use their own copy (a
-        fast tokenizer shared between threads fails with 'Already borrowed')."""
-        if threading.current_thread() is threading.main_thread():
-            return self.processor
-        proc = getattr(self._local, "processor", None)
-        if proc is None:
-            proc = self._local.processor = copy.deepcopy(self.processor)
-        return proc
+    def _make_prep(self) -> PagePrep:
+        """The family's page preparation (its processor and the model settings its layout needs)."""
+        raise NotImplementedError
 
-    def _prepare_pages(self, images: list[Image]) -> tuple[Any, list[_Layout]]:
-        proc = self._thread_processor()
-        batch = self._process_images(proc, images)
-        batch.pop("labels", None)  # ColPali's processor adds LM labels; never needed here
-        layouts = self._layout(proc, batch, images)
+    def _bucket_key(self, image: Image) -> Hashable:
+        return self.prep.bucket_key(image)
+
+    def _prepare_pages(self, images: list[Image]) -> tuple[Any, list[Layout]]:
+        batch, layouts = self.prep.prepare(images)
         if self.pin_memory:
             batch = pin(batch, self.dtype)
         return batch, layouts
-
-    def _process_images(self, proc: Any, images: list[Image]) -> Any:
-        """One batch of pages as the model's inputs, on the CPU (default: the processor)."""
-        return proc.process_images(images)
 
     def _model_inputs(self, batch: Any) -> dict[str, Any]:
         """A prepared batch on the model's device, as its keyword arguments."""
         return to_device(batch, self.device, self.dtype)
 
     @torch.inference_mode()
-    def _encode_pages(self, prepared: tuple[Any, list[_Layout]]) -> list[EncodedPage]:
+    def _encode_pages(self, prepared: tuple[Any, list[Layout]]) -> list[EncodedPage]:
         batch, layouts = prepared
         inputs = self._model_inputs(batch)
         emb = self.model(**inputs, **self.forward_kwargs)  # (b, seq, dim)
@@ -273,22 +249,6 @@ class ColVisionEncoder(BasePageEncoder):
         # Left-padded rows are NaN under SDPA (ColQwen, ColIdefics3): keep attended rows only.
         return [np.ascontiguousarray(emb[i][attention[i]]) for i in range(len(attention))]
 
-    def _layout(self, proc: Any, batch: Any, images: list[Image]) -> list[_Layout]:
-        """Where each image's patch grid sits in the processed ``batch`` (family-specific)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def _image_mask(proc: Any, batch: Any) -> np.ndarray:
-        return proc.get_image_mask(batch).cpu().numpy().astype(bool)  # (b, seq)
-
-
-def _check_grid(model_id: str, grid: tuple[int, int], n_image: int, i: int) -> None:
-    if grid[0] * grid[1] != n_image:
-        raise ModelOutputError(
-            f"{model_id}: image {i} has {n_image} image tokens but a {grid[0]}x{grid[1]} patch "
-            "grid; the processor and the model disagree"
-        )
-
 
 class ColPaliEncoder(ColVisionEncoder):
     """ColPali (PaliGemma): every page is resized to one square; patches row-major."""
@@ -307,8 +267,8 @@ class ColPaliEncoder(ColVisionEncoder):
         if head.weight.is_meta:
             head.weight = model.get_input_embeddings().weight
 
-    def _bucket_key(self, image: Image) -> Hashable:
-        return 0  # all pages become the same square
+    def _make_prep(self) -> PagePrep:
+        return ColPaliPrep(self.processor, self.model_id, self.model.config.vision_config.patch_size)
 
     def _prepare_queries(self, texts: list[str]) -> Any:
         batch = self.processor.process_queries(texts=texts)
@@ -319,17 +279,6 @@ class ColPaliEncoder(ColVisionEncoder):
         # transformers 4 and as an unpadded query is encoded now.
         batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
         return batch
-
-    def _layout(self, proc: Any, batch: Any, images: list[Image]) -> list[_Layout]:
-        mask = self._image_mask(proc, batch)  # (b, seq)
-        patch = int(self.model.config.vision_config.patch_size)
-        out = []
-        for i, im in enumerate(images):
-            n_x, n_y = proc.get_n_patches(im.size, patch_size=patch)
-            grid = (int(n_y), int(n_x))
-            _check_grid(self.model_id, grid, int(mask[i].sum()), i)
-            out.append(_Layout(image_mask=mask[i], grid=grid))
-        return out
 
 
 class ColQwen2Encoder(ColVisionEncoder):
@@ -346,34 +295,8 @@ class ColQwen2Encoder(ColVisionEncoder):
         # eager attention keeps its own.
         self.batched_windows = batch_windows(self.model)
 
-    def _bucket_key(self, image: Image) -> Hashable:
-        from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
-
-        ip = self.processor.image_processor
-        return smart_resize(
-            height=image.height,
-            width=image.width,
-            factor=ip.patch_size * ip.merge_size,
-            min_pixels=ip.size["shortest_edge"],
-            max_pixels=ip.size["longest_edge"],
-        )
-
-    def _layout(self, proc: Any, batch: Any, images: list[Image]) -> list[_Layout]:
-        mask = self._image_mask(proc, batch)  # (b, seq)
-        merge = int(self.model.spatial_merge_size)
-        thw = batch["image_grid_thw"].cpu().numpy()  # (b, 3): frames, patch rows, patch cols
-        out = []
-        for i, im in enumerate(images):
-            n_x, n_y = proc.get_n_patches(im.size, spatial_merge_size=merge)  # PIL (w, h)
-            grid = (int(n_y), int(n_x))
-            if (int(thw[i][1]) // merge, int(thw[i][2]) // merge) != grid:
-                raise ModelOutputError(
-                    f"{self.model_id}: get_n_patches gives {grid} but the processor made a "
-                    f"{thw[i].tolist()} patch grid (merge {merge}) for image {i}"
-                )
-            _check_grid(self.model_id, grid, int(mask[i].sum()), i)
-            out.append(_Layout(image_mask=mask[i], grid=grid))
-        return out
+    def _make_prep(self) -> PagePrep:
+        return ColQwen2Prep(self.processor, self.model_id, self.model.spatial_merge_size)
 
 
 class ColQwen2_5Encoder(ColQwen2Encoder):
@@ -384,45 +307,31 @@ class ColQwen2_5Encoder(ColQwen2Encoder):
     processor_class = "ColQwen2_5_Processor"
 
 
-_ROW_COL_RE = re.compile(r"^<row_(\d+)_col_(\d+)>$")
-
-
 class ColIdefics3Encoder(ColVisionEncoder):
-    """ColIdefics3 / ColSmol: the page is split into tiles of ``image_seq_len`` tokens each
-    (``side x side``, row-major inside a tile), followed by a global thumbnail tile.
-
-    The tile tokens are put back in row-major order over the whole page (the same rearrangement
-    as colpali-engine's ``rearrange_image_embeddings``) and form the grid; the thumbnail tokens
-    stay in the multivector, outside ``image_mask``.
-
-    Pages are prepared as uint8 tiles and normalised on the device (:mod:`.idefics3_prep`: the
-    processor's inputs bit for bit, several times faster on the prep threads); ``tiles`` is None
-    where the processor is not one that module reproduces, and then the processor prepares them.
-    """
+    """ColIdefics3 / ColSmol: a page as tiles and a thumbnail (:class:`ColIdefics3Prep`), prepared
+    as uint8 tiles and normalised on the device (:mod:`.idefics3_prep`: the processor's inputs bit
+    for bit, several times faster on the prep threads); ``tiles`` is None where the processor is
+    not one that module reproduces, and then the processor prepares them."""
 
     family = "colidefics3"
     model_class = "ColIdefics3"
     processor_class = "ColIdefics3Processor"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        vocab = self.processor.tokenizer.get_vocab()
-        self._row_col: dict[int, tuple[int, int]] = {}
-        for tok, tid in vocab.items():
-            m = _ROW_COL_RE.match(tok)
-            if m:
-                self._row_col[tid] = (int(m.group(1)), int(m.group(2)))
-        self._side = math.isqrt(int(self.processor.image_seq_len))
-        if self._side * self._side != int(self.processor.image_seq_len):
-            raise ModelLoadError(
-                f"{self.model_id}: image_seq_len {self.processor.image_seq_len} is not a square"
-            )
-        self.tiles: Idefics3Tiles | None = Idefics3Tiles.for_processor(self.processor)
+    def _make_prep(self) -> PagePrep:
+        return ColIdefics3Prep(self.processor, self.model_id)
 
-    def _process_images(self, proc: Any, images: list[Image]) -> Any:
-        if self.tiles is None:
-            return super()._process_images(proc, images)
-        return self.tiles.prepare(proc, images)
+    @property
+    def tiles(self) -> Idefics3Tiles | None:
+        """The uint8 tile path (None: the processor prepares the pages)."""
+        prep = self.prep
+        assert isinstance(prep, ColIdefics3Prep)
+        return prep.tiles
+
+    @tiles.setter
+    def tiles(self, value: Idefics3Tiles | None) -> None:
+        prep = self.prep
+        assert isinstance(prep, ColIdefics3Prep)
+        prep.tiles = value
 
     def _model_inputs(self, batch: Any) -> dict[str, Any]:
         inputs = super()._model_inputs(batch)
@@ -431,34 +340,6 @@ class ColIdefics3Encoder(ColVisionEncoder):
         if self.tiles is None:
             raise ModelOutputError(f"{self.model_id}: a batch of uint8 tiles, but no table to expand them")
         return self.tiles.model_inputs(inputs, self.dtype)
-
-    def _bucket_key(self, image: Image) -> Hashable:
-        ip = self.processor.image_processor
-        longest = (ip.size or {}).get("longest_edge")
-        tile = (getattr(ip, "max_image_size", None) or {}).get("longest_edge")
-        if not longest or not tile:
-            return image.size
-        h, w = self.processor._calculate_resized_dimensions((image.height, image.width), longest)
-        return (math.ceil(h / tile), math.ceil(w / tile))
-
-    def _layout(self, proc: Any, batch: Any, images: list[Image]) -> list[_Layout]:
-        ids = batch["input_ids"].cpu().numpy()  # (b, seq)
-        local = proc.get_local_image_mask(batch).cpu().numpy().astype(bool)  # (b, seq)
-        s = self._side
-        out = []
-        for i in range(len(images)):
-            tiles = [self._row_col[t] for t in ids[i].tolist() if t in self._row_col]
-            n_rows = max((r for r, _ in tiles), default=1)
-            n_cols = max((c for _, c in tiles), default=1)
-            grid = (n_rows * s, n_cols * s)
-            positions = np.flatnonzero(local[i])  # (n_tiles * s * s,), tile by tile
-            _check_grid(self.model_id, grid, len(positions), i)
-            # (tile_row, tile_col, r, c) -> (tile_row, r, tile_col, c): row-major over the page
-            spatial = positions.reshape(n_rows, n_cols, s, s).transpose(0, 2, 1, 3).reshape(-1)
-            order = np.arange(ids.shape[1])
-            order[positions] = spatial
-            out.append(_Layout(image_mask=local[i], grid=grid, order=order))
-        return out
 
 
 #: Family name -> encoder class. Aliases: :func:`ragspine.models.page_families.canonical_family`.
