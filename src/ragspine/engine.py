@@ -74,6 +74,7 @@ class Engine:
     def _wire(self, settings: Settings, models: ModelSet | None) -> None:
         #: Page, dense and rerank models (local, or proxies of Ray deployments); each optional.
         self.models = models if models is not None else ModelSet.from_settings(settings)
+        self._owns_models = models is None  # a ModelSet given in may be shared: its owner closes it
         bm25 = BM25Params(settings.bm25_k1, settings.bm25_b)
         # A Qdrant server may be written by other replicas: re-read the manifest every second.
         ttl = 1.0 if settings.qdrant_url else float("inf")
@@ -457,6 +458,8 @@ class Engine:
             if self.leases is not None:
                 self.leases.close()
             self.indexer.close()
+            if self._owns_models:
+                self.models.close()  # after the indexer: no page is prepared any more
             self.graph.close()
             if self.lexical is not None:
                 self.lexical.close()  # waits for a running index update: it reads the store

@@ -652,3 +652,28 @@ def test_the_processor_is_copied_once_for_the_device_thread(colpali_dir: Path, d
     finally:
         eng.close()
     assert len(copies) == 1
+
+
+def test_pages_prepared_in_processes_index_the_same_vectors(colpali_dir: Path, tmp_path: Path,
+                                                             pdf_bytes: bytes) -> None:
+    """RAGSPINE_PREP_WORKERS=2: the page batches are prepared in two worker processes, the
+    visual search ranks and scores as with pages prepared in the process, and the engine's close
+    stops the processes."""
+    results = {}
+    for workers in (1, 2):
+        eng = Engine(_settings(tmp_path / f"data{workers}", page_model=str(colpali_dir), prep_workers=workers))
+        try:
+            procs = eng.models.page.prep_processes  # type: ignore[union-attr]
+            assert (procs is None) == (workers == 1)
+            eng.create_library("lib")
+            assert eng.ingest("lib", pdf_bytes, {"doc_id": "q3"}).pages_indexed == len(PAGES)
+            out = eng.search({"query": "sales by region", "libraries": ["lib"], "mode": "vector", "top_k": 4})
+            results[workers] = [(h.page, {k: None if v is None else round(v, 6) for k, v in h.scores.items()})
+                                for h in out.hits]
+            if procs is not None:
+                assert procs.started
+        finally:
+            eng.close()
+        if procs is not None:
+            assert not procs.started  # closed with the engine
+    assert len(results[1]) == 4 and results[2] == results[1]

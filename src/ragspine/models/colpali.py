@@ -34,6 +34,7 @@ from ragspine.models.base import BasePageEncoder, EncodedPage
 from ragspine.models.errors import ModelLoadError, ModelOutputError
 from ragspine.models.idefics3_prep import TILES, Idefics3Tiles
 from ragspine.models.page_prep import ColIdefics3Prep, ColPaliPrep, ColQwen2Prep, Layout, PagePrep
+from ragspine.models.prep_processes import PrepProcesses, prep_workers
 from ragspine.models.query_graphs import QueryGraphs, checked
 from ragspine.models.static_queries import static_forward
 from ragspine.models.windows import batch_windows
@@ -92,6 +93,8 @@ class ColVisionEncoder(BasePageEncoder):
         self.pin_memory = device.type == "cuda"
         #: The CPU half (processor, layout): picklable, for prep processes.
         self.prep = self._make_prep()
+        #: Processes that prepare page batches (the prep threads hand them over), or None.
+        self.prep_processes: PrepProcesses | None = None
         #: How queries are encoded: "plain" (transformers' forward) or the graphs' summary; with
         #: the reason when graphs were asked for and not used.
         self.query_path = "plain"
@@ -110,6 +113,7 @@ class ColVisionEncoder(BasePageEncoder):
         batch_size: int | None = None,
         query_batch_size: int | None = None,
         query_graphs: str = "auto",
+        prep_workers_setting: int = 0,
     ) -> ColVisionEncoder:
         import colpali_engine.models as cem
 
@@ -154,6 +158,9 @@ class ColVisionEncoder(BasePageEncoder):
             batch_size=batch_size,
             query_batch_size=query_batch_size,
         )
+        n_prep = prep_workers(prep_workers_setting)
+        if n_prep:
+            enc.prep_processes = PrepProcesses(enc.prep, n_prep, dt if enc.pin_memory else None)
         if query_graphs == "auto" and dev.type == "cuda":
             enc.ready_query_graphs(capture=True)
         elif query_graphs == "auto":
@@ -170,11 +177,17 @@ class ColVisionEncoder(BasePageEncoder):
         """The family's page preparation (its processor and the model settings its layout needs)."""
         raise NotImplementedError
 
+    def close(self) -> None:
+        """Stop the prep processes, if any (pages prepared later are prepared in this process)."""
+        if self.prep_processes is not None:
+            self.prep_processes.close()
+
     def _bucket_key(self, image: Image) -> Hashable:
         return self.prep.bucket_key(image)
 
     def _prepare_pages(self, images: list[Image]) -> tuple[Any, list[Layout]]:
-        batch, layouts = self.prep.prepare(images)
+        made = self.prep_processes.prepare(images) if self.prep_processes is not None else None
+        batch, layouts = made if made is not None else self.prep.prepare(images)
         if self.pin_memory:
             batch = pin(batch, self.dtype)
         return batch, layouts

@@ -77,6 +77,7 @@ class ModelSet:
                 attn_implementation=settings.attn_implementation,
                 batch_size=settings.page_batch_size,
                 query_graphs=settings.query_graphs,
+                prep_workers=settings.prep_workers,
                 **common,
             ))
         if settings.dense_model:
@@ -145,6 +146,12 @@ class ModelSet:
                 logger.warning("%s model: warm-up query failed: %s", slot, describe(e))
             else:
                 logger.info("%s model warmed up in %.0f ms", slot, 1000 * (time.perf_counter() - t0))
+
+    def close(self) -> None:
+        """Stop what the models run beside themselves (a page model's prep processes)."""
+        close = getattr(self.page, "close", None)
+        if callable(close):
+            close()
 
     def status(self) -> dict[str, str]:
         """``slot → "ok: <model>"`` (a page model's with how it encodes queries),

@@ -123,12 +123,14 @@ def load_page_encoder(
     batch_size: int | None = None,
     query_batch_size: int | None = None,
     query_graphs: str = "auto",
+    prep_workers: int = 0,
 ) -> PageEncoder:
     """A page encoder from a Hub id (``vidore/colqwen2-v1.0``) or a ``save_pretrained`` folder.
 
     ``family`` (``colpali``, ``colqwen2``, ``colqwen2_5``, ``colidefics3``/``colsmol``)
     overrides detection from the checkpoint's config. ``query_graphs`` ``auto`` replays queries
     from CUDA graphs on a CUDA device when they match the plain forward; ``off`` does not.
+    ``prep_workers`` is ``RAGSPINE_PREP_WORKERS`` (:func:`ragspine.models.prep_processes.prep_workers`).
     """
     require(PAGE_MODEL_PACKAGES, f"Page model {str(name_or_path)!r}")
     from ragspine.models import colpali, page_families
@@ -143,6 +145,7 @@ def load_page_encoder(
         batch_size=batch_size,
         query_batch_size=query_batch_size,
         query_graphs=query_graphs,
+        prep_workers_setting=prep_workers,
     )
 
 

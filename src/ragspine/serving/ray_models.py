@@ -136,6 +136,7 @@ def load_page_model(s: Settings) -> Any:
         batch_size=s.ray_page_batch_size,
         query_batch_size=s.ray_query_batch_size,
         query_graphs=s.query_graphs,
+        prep_workers=s.prep_workers,
     )
 
 

@@ -1,0 +1,136 @@
+"""Page preparation in worker processes (``RAGSPINE_PREP_WORKERS`` = N >= 2; off by default).
+
+Why: the ingest prepares page batches (the processor's resize and normalise; ColSmol's uint8
+tiles) on prep threads inside the ingesting process, beside the ingesting thread's Python work
+(parse, BM25 weights, points), and a prep thread that leaves the GIL for C code must win it back
+at every return: on the development machine a prep thread prepared x0.02-0.07 of its pages beside
+a Python thread busy all the time, x0.58-0.87 beside one busy half the time
+(``bench/prep_threads.py --gil``; docs/measured.md, "Page preparation in processes").
+
+Why it is off by default: the hand-over costs more than it saves there. Sending a batch's page
+images to a worker and its tensors back cost ~8-10 ms a page on those cores, so one process
+prepared 25-65 pages/s where a thread prepared 41-182, and beside a Python thread busy half the
+time the thread still prepared more (the calling thread needs the GIL for the hand-over too). A
+GPU node's many cores and faster memory may turn that round; ``bench/encode.py --prep-workers``
+measures ingest both ways on the first GPU lent (``bench/gpu_checks.sh``).
+
+How: ``workers`` spawned processes, each holding the encoder's
+:class:`~ragspine.models.page_prep.PagePrep` (pickled once, rebuilt there); a prep thread hands a
+batch of page images to one and waits, without the GIL, for the model inputs and layouts. The
+tensors come back through shared memory (torch's reductions for multiprocessing), and the prep
+thread pins them. Started at the first batch, not when the model loads: a server that never
+ingests never starts them. A pool that breaks (a worker killed) is given up for good and the
+prep threads prepare in the process again (:meth:`PrepProcesses.prepare` answers None).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+    from ragspine.models.page_prep import Layout, PagePrep
+
+logger = logging.getLogger(__name__)
+
+def prep_workers(setting: int) -> int:
+    """Processes that prepare pages (0: the prep threads prepare them in the process).
+    ``setting`` is ``RAGSPINE_PREP_WORKERS``: 0 (auto) and 1 the prep threads (measured faster
+    wherever measured so far), 2 or more that many processes."""
+    return setting if setting >= 2 else 0
+
+
+_PREP: PagePrep | None = None
+
+
+def _install(prep: PagePrep) -> None:
+    global _PREP
+    import torch
+
+    torch.set_num_threads(1)  # one batch a process; the processes are the parallelism
+    _PREP = prep
+
+
+def _prepare(images: list[Image], dtype: Any) -> tuple[Any, list[Layout]]:
+    assert _PREP is not None, "a prep process runs only with its PagePrep installed"
+    batch, layouts = _PREP.prepare(images)
+    out = {}
+    for key, value in batch.items():  # a plain dict of tensors: torch shares them in memory
+        if dtype is not None and getattr(value, "is_floating_point", lambda: False)():
+            value = value.to(dtype)  # the model's dtype now: half the bytes to share in bf16
+        out[key] = value
+    return out, layouts
+
+
+class PrepProcesses:
+    """One encoder's prep processes (spawned; stopped by :meth:`close`)."""
+
+    def __init__(self, prep: PagePrep, workers: int, dtype: Any = None) -> None:
+        if workers < 1:
+            raise ValueError(f"prep processes need at least one worker, not {workers}")
+        self.prep = prep
+        self.workers = workers
+        #: Floating tensors come back in this dtype (the model's, where the batch is pinned and
+        #: cast anyway); None keeps the processor's.
+        self.dtype = dtype
+        self.broken = False
+        self._closed = False
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def prepare(self, images: list[Image]) -> tuple[dict[str, Any], list[Layout]] | None:
+        """One batch of pages as ``PagePrep.prepare`` makes it, made in a worker; None when the
+        pool is broken or closed (the caller prepares it itself). A page's own error (an image
+        the processor refuses) is raised as it would be in the process."""
+        pool = self._get()
+        if pool is None:
+            return None
+        try:
+            return pool.submit(_prepare, images, self.dtype).result()
+        except BrokenProcessPool:
+            self._mark_broken()
+            return None
+        except RuntimeError as exc:  # submitted while close() shut the pool down
+            if "shutdown" in str(exc):
+                return None
+            raise
+
+    def _get(self) -> ProcessPoolExecutor | None:
+        with self._lock:
+            if self.broken or self._closed:
+                return None
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=self.workers,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_install,
+                    initargs=(self.prep,),
+                )
+            return self._pool
+
+    def _mark_broken(self) -> None:
+        with self._lock:
+            if not self.broken:
+                logger.warning("page prep processes failed (a worker died, or a script without "
+                               "'if __name__ == \"__main__\"'); preparing pages in this process")
+                self.broken = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def started(self) -> bool:
+        return self._pool is not None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True  # nothing more is sent; the prep threads prepare in the process
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
