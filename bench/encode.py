@@ -29,6 +29,8 @@ Measured per architecture, on pages rendered from the PDFs in ``--data`` (PyMuPD
   bounds it;
 - model only: the model's forward on one preprocessed batch already on the device, repeated:
   pages/s - the ceiling the end-to-end rate is compared with;
+- ``--prep-workers N``: the pages prepared in N processes instead of the prep threads (the
+  encode and ingest rates then say what the hand-over costs or saves);
 - query: ``encode_queries`` of one query at a time (p50/p95 ms), and queries/s in batches of 32:
   first on transformers' plain forward, then on the path ``--query-graphs`` sets up in the same
   run (``auto``: CUDA graphs on a CUDA device, ``eager``: the same static shapes without graphs,
@@ -141,6 +143,7 @@ def build_encoder(spec: str, args: argparse.Namespace, tmp: Path) -> tuple[Any, 
             dtype=args.dtype,
             attn_implementation=args.attn,
             batch_size=args.batch_size,
+            prep_workers=args.prep_workers,
         )
         return enc, f"{enc.family} ({spec}, real weights)"
     dev = resolve_device(args.device)
@@ -153,6 +156,10 @@ def build_encoder(spec: str, args: argparse.Namespace, tmp: Path) -> tuple[Any, 
     enc = FAMILIES[spec](
         model, processor, source=source, device=dev, dtype=dt, batch_size=args.batch_size
     )
+    if args.prep_workers >= 2:  # as load_page_encoder sets them up (RAGSPINE_PREP_WORKERS)
+        from ragspine.models.prep_processes import PrepProcesses
+
+        enc.prep_processes = PrepProcesses(enc.prep, args.prep_workers, dt if enc.pin_memory else None)
     return enc, f"{spec} ({size} architecture, random weights)"
 
 
@@ -293,6 +300,7 @@ def bench_one(
         "dtype": str(enc.dtype).removeprefix("torch."),
         "batch_size": bs,
         "prefetch_threads": enc.prefetch,
+        "prep_processes": enc.prep_processes.workers if enc.prep_processes is not None else 0,
         "pages": n,
         "tokens_per_page": round(tokens, 1),
         "load_s": round(load_s, 1),
@@ -319,6 +327,7 @@ def bench_one(
         result["windows_min_cosine"] = round(split[1], 6)
     if dev.type == "cuda":
         result["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated(dev) / 2**30, 1)
+    enc.close()
     del enc, pages, inputs
     gc.collect()
     if dev.type == "cuda":
@@ -373,6 +382,12 @@ def main() -> int:
         help="batches preprocessed ahead on helper threads (default: 4 on CUDA, 0 on CPU)",
     )
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (slow warm-up)")
+    ap.add_argument(
+        "--prep-workers",
+        type=int,
+        default=0,
+        help="pages prepared in this many processes (RAGSPINE_PREP_WORKERS; 0 or 1: the prep threads)",
+    )
     ap.add_argument(
         "--query-graphs",
         choices=("auto", "eager", "off"),

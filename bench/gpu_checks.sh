@@ -8,11 +8,12 @@
 # slot and not the figures after it; each writes its output to OUT_DIR and the script goes on.
 # In order of importance: page-model encoding (ColPali, ColQwen2; their queries on the plain
 # forward and from CUDA graphs), exact MaxSim on the device, the tests marked gpu, the two other
-# page-model architectures, then queries a second through the server with and without graphs.
+# page-model architectures, ColPali's ingest with pages prepared in processes, then queries a
+# second through the server with and without graphs.
 # Then OCR on CUDA (torch, onnx2torch) against onnxruntime on the machine's CPU, on the images
 # `bench/ocr_device.py record` saved in OCR_RECORD_DIR: the whole engine where RapidOCR's
 # dependencies import, the two models alone (no OpenCV needed) in any case. A step whose limit is
-# 0 is skipped (ENCODE_S=0 ...): the limits add up to ~710 s, over one device call's 600, so a
+# 0 is skipped (ENCODE_S=0 ...): the limits add up to ~830 s, over one device call's 600, so a
 # first call runs up to the graph tests and a second the rest when the steps use all their time.
 set -u
 out=${1:?usage: bench/gpu_checks.sh OUT_DIR [PDF_DATA_DIR [OCR_RECORD_DIR]]}
@@ -56,6 +57,10 @@ step pytest_gpu "${PYTEST_S:-60}" "$py" -m pytest -q -p no:cacheprovider -m gpu 
     tests/ocr/test_ocr_rapid.py
 step encode_colqwen2_5_colidefics3 "${ENCODE2_S:-100}" "$py" bench/encode.py \
     --arch colqwen2_5,colidefics3 --data "$data" --pages 128 --queries 20 --json "$out/encode2.json"
+# ColPali's ingest with its pages prepared in 4 processes (RAGSPINE_PREP_WORKERS) against the prep
+# threads of the first step: does the hand-over pay on a GPU node?
+step encode_colpali_prep_processes "${PREP_S:-120}" "$py" bench/encode.py --arch colpali \
+    --data "$data" --pages 128 --queries 10 --prep-workers 4 --json "$out/encode_prep.json"
 # Queries a second through the server, 1 and 8 clients, plain forward against CUDA graphs: a full
 # random ColPali saved (~6 GB), 2 PDFs ingested, then one server per rule.
 step serve_queries "${SERVE_S:-180}" "$py" bench/serve_load.py --data "$data" --docs 2 --mode hybrid \

@@ -27,14 +27,18 @@ path's pages a second over the processor's on each thread count, medians of the 
 
     nice -n 10 .venv/bin/python bench/prep_threads.py --only colidefics3 --pages 64 --rounds 3
 
-``--gil SECONDS`` measures instead what a prep thread and the ingesting thread (parse, BM25
-weights, points: Python work holding the GIL) do to each other in one process, on a machine with
-cores to spare: the main thread counts in a pure-Python loop busy ``--duty`` of the time (the
-rest asleep), for SECONDS alone, then while one prep thread prepares batches without a pause,
-then alone again. Printed per path and duty: the pages a second the prep thread prepared beside
-the loop against alone (a thread that leaves the GIL for C code must win it back from a thread
-that holds it, at every return), and the share of the loop's work it took. Run it on 2 cores or
-more, so that the two threads need not share a core.
+``--gil SECONDS`` measures instead what page preparation and the ingesting thread (parse, BM25
+weights, points: Python work holding the GIL) do to each other, on a machine with cores to
+spare: the main thread counts in a pure-Python loop busy ``--duty`` of the time (the rest
+asleep), for SECONDS alone, then while one thread prepares batches without a pause, then alone
+again. The paths are the encoders' own (``models/page_prep``, the full architectures' processors
+with the tests' tiny tokenizers): on the thread itself, and handed by the thread to one prep
+process (``models/prep_processes``, RAGSPINE_PREP_WORKERS). Printed per path and duty: the pages
+a second prepared beside the loop against alone (a thread that leaves the GIL for C code must
+win it back from a thread that holds it, at every return), and the share of the loop's work
+taken. Run it on 2 cores or more, so that the two threads need not share a core::
+
+    .venv/bin/python bench/prep_threads.py --gil 4 --pages 32 --batch 4 --rounds 2
 """
 
 from __future__ import annotations
@@ -115,6 +119,29 @@ def idefics3_paths(threads: int) -> dict[str, Callable[[list[Any]], Any]]:
         IDEFICS_TILES_CPU: with_copy(
             lambda p, batch: tiles.model_inputs(dict(tiles.prepare(p, batch)), torch.float32)),
     }
+
+
+def encoder_paths() -> tuple[dict[str, Callable[[list[Any]], Any]], list[Any]]:
+    """Each family's page preparation as its encoder runs it, on the calling thread and in one
+    prep process; and the process pools, for the caller to close."""
+    from ragspine.models import testing
+    from ragspine.models.page_prep import ColIdefics3Prep, ColPaliPrep, ColQwen2Prep
+    from ragspine.models.prep_processes import PrepProcesses
+
+    cfg, proc = testing.colpali_parts("full")
+    preps = {"colpali": ColPaliPrep(proc, "colpali", cfg.vision_config.patch_size)}
+    cfg, proc = testing.colqwen2_parts("full")
+    preps["colqwen2"] = ColQwen2Prep(proc, "colqwen2", cfg.vision_config.spatial_merge_size)
+    _, proc = testing.colidefics3_parts("full")
+    preps["colidefics3"] = ColIdefics3Prep(proc, "colidefics3")
+    paths: dict[str, Callable[[list[Any]], Any]] = {}
+    pools = []
+    for name, prep in preps.items():
+        pool = PrepProcesses(prep, 1)
+        pools.append(pool)
+        paths[f"{name} on the thread"] = prep.prepare
+        paths[f"{name} in a prep process"] = pool.prepare
+    return paths, pools
 
 
 def pages(data: Path, n: int) -> list[Any]:
@@ -219,7 +246,11 @@ def main() -> int:
         print(f"no PDFs under {args.data / 'documents'}", file=sys.stderr)
         return 2
     counts = [int(t) for t in args.threads.split(",")]
-    paths = {**processors(), **idefics3_paths(max(counts))}
+    pools: list[Any] = []
+    if args.gil:
+        paths, pools = encoder_paths()
+    else:
+        paths = {**processors(), **idefics3_paths(max(counts))}
     paths = {name: fn for name, fn in paths.items() if args.only in name}
     print(f"{len(images)} pages ({images[0].size[0]} x {images[0].size[1]} px first), batches of {args.batch}; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
@@ -244,6 +275,8 @@ def main() -> int:
                 parts.append(f"beside Python busy {100 * d:.0f} %: it prepares {prepared:.1f} pages/s "
                              f"(x{prepared / solo:.2f}), the Python thread loses {100 * lost:.0f} %")
             print(f"{name}: alone {solo:.1f} pages/s; " + "; ".join(parts))
+        for pool in pools:
+            pool.close()
         return 0
     got: dict[str, dict[int, list[float]]] = {name: {t: [] for t in counts} for name in paths}
     for rnd in range(args.rounds):  # turns A B, B A: the machine's drift falls on every path alike

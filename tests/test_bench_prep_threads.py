@@ -59,3 +59,20 @@ def test_the_gil_probe_counts_what_a_thread_beside_it_prepares() -> None:
     assert 0.0 <= lost <= 1.0 and rate >= 0
     assert calls and set(calls) == {2}  # batches of 2 pages, taken round and round
     assert pt.spin(0.01) > 0 and pt.spin(0.01, duty=0.25) > 0
+
+
+def test_the_encoder_paths_prepare_alike_on_the_thread_and_in_a_process() -> None:
+    import torch
+    from PIL import Image
+
+    paths, pools = pt.encoder_paths()
+    try:
+        assert set(paths) == {f"{f} {w}" for f in ("colpali", "colqwen2", "colidefics3")
+                              for w in ("on the thread", "in a prep process")}
+        page = Image.new("RGB", (300, 200), (200, 30, 30))
+        here, _ = paths["colqwen2 on the thread"]([page])
+        there, _ = paths["colqwen2 in a prep process"]([page])
+        assert set(here) == set(there) and all(torch.equal(here[k], there[k]) for k in here)
+    finally:
+        for pool in pools:
+            pool.close()
