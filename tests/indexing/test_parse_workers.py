@@ -167,3 +167,13 @@ def test_a_spool_that_cannot_be_written_reads_the_pages_here(monkeypatch: pytest
         assert not pool.broken
     finally:
         pool.close()
+
+
+def test_a_closed_pool_reads_nothing_more() -> None:
+    """After close (the indexer's), a late document is read on the ingesting thread: no pool is
+    made again."""
+    data = pdfs.make_pdf([f"page {i} text" for i in range(1, 21)])
+    pool = ParseProcesses(2)
+    pool.close()
+    assert pool.read(data, 20, 14400.0, True) is None
+    assert not pool.started and not pool.broken

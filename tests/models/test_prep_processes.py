@@ -119,3 +119,20 @@ def test_floating_tensors_come_back_in_the_models_dtype(tiny_model_dir: Any, pag
     assert batch["pixel_values"].dtype == torch.bfloat16 and batch["input_ids"].dtype == torch.int64
     assert torch.equal(batch["pixel_values"], here["pixel_values"].to(torch.bfloat16))
     assert torch.equal(batch["input_ids"], here["input_ids"])
+
+
+def test_a_batch_sent_as_the_pool_closes_is_prepared_by_the_caller(tiny_model_dir: Any) -> None:
+    """close() can shut the pool down between a prep thread's taking it and its submitting: the
+    submit's refusal answers None (the caller prepares), not an error that fails the ingest."""
+    from PIL import Image
+
+    from ragspine.models import load_page_encoder
+    from ragspine.models.prep_processes import PrepProcesses
+
+    enc = load_page_encoder(str(tiny_model_dir("colqwen2")), device="cpu")
+    procs = PrepProcesses(enc.prep, 1)
+    taken = procs._get()
+    assert taken is not None
+    procs.close()  # shuts `taken` down
+    procs._get = lambda: taken  # type: ignore[method-assign]  (the thread took it before close)
+    assert procs.prepare([Image.new("RGB", (40, 40))]) is None

@@ -18,12 +18,9 @@ policy drops them after parsing, and nothing of them is logged or kept by the wo
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import tempfile
-import threading
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +29,7 @@ from ragspine.config import Settings
 from ragspine.config.machine import usable_cpus
 from ragspine.indexing.pdf import PageContent, ParsedPDF, open_pdf, parse_pages_worker
 from ragspine.indexing.render import SPOOL_PREFIX
+from ragspine.spawn_pool import SpawnedPool
 
 logger = logging.getLogger(__name__)
 
@@ -77,16 +75,13 @@ def page_ranges(pages: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
-class ParseProcesses:
+class ParseProcesses(SpawnedPool):
     """The parse worker processes of one indexer, started at the first long document and
     stopped by :meth:`close`. Spawned, as the render processes are; a pool that breaks is given
     up for good and pages are read on the ingesting thread again (:meth:`read` answers None)."""
 
-    def __init__(self, workers: int) -> None:
-        self.workers = workers
-        self._pool: ProcessPoolExecutor | None = None
-        self._lock = threading.Lock()
-        self.broken = False
+    what = "parse processes"
+    fallback = "parsing on the ingesting thread"
 
     def wants(self, pages: int) -> bool:
         """Whether a document of ``pages`` pages is parsed here."""
@@ -116,35 +111,6 @@ class ParseProcesses:
         except OSError as exc:  # no room for the spool, say: this document is read here
             logger.warning("could not hand a PDF to the parse processes (%s); reading it on the ingesting thread", exc)
             return None
-
-    @property
-    def started(self) -> bool:
-        return self._pool is not None
-
-    def _get(self) -> ProcessPoolExecutor | None:
-        with self._lock:
-            if self.broken:
-                return None
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(max_workers=self.workers,
-                                                 mp_context=multiprocessing.get_context("spawn"))
-            return self._pool
-
-    def _mark_broken(self) -> None:
-        with self._lock:
-            if not self.broken:
-                logger.warning("parse processes failed (a script without 'if __name__ == \"__main__\"'?); "
-                               "parsing on the ingesting thread")
-                self.broken = True
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    def close(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
 
 
 @contextmanager

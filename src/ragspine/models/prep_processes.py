@@ -25,19 +25,16 @@ prep threads prepare in the process again (:meth:`PrepProcesses.prepare` answers
 
 from __future__ import annotations
 
-import logging
-import multiprocessing
-import threading
-from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
+
+from ragspine.spawn_pool import SpawnedPool
 
 if TYPE_CHECKING:
     from PIL.Image import Image
 
     from ragspine.models.page_prep import Layout, PagePrep
 
-logger = logging.getLogger(__name__)
 
 def prep_workers(setting: int) -> int:
     """Processes that prepare pages (0: the prep threads prepare them in the process).
@@ -68,21 +65,20 @@ def _prepare(images: list[Image], dtype: Any) -> tuple[Any, list[Layout]]:
     return out, layouts
 
 
-class PrepProcesses:
-    """One encoder's prep processes (spawned; stopped by :meth:`close`)."""
+class PrepProcesses(SpawnedPool):
+    """One encoder's prep processes (spawned at the first batch; stopped by :meth:`close`)."""
+
+    what = "page prep processes"
+    fallback = "preparing pages in this process"
 
     def __init__(self, prep: PagePrep, workers: int, dtype: Any = None) -> None:
         if workers < 1:
             raise ValueError(f"prep processes need at least one worker, not {workers}")
+        super().__init__(workers, _install, (prep,))
         self.prep = prep
-        self.workers = workers
         #: Floating tensors come back in this dtype (the model's, where the batch is pinned and
         #: cast anyway); None keeps the processor's.
         self.dtype = dtype
-        self.broken = False
-        self._closed = False
-        self._pool: ProcessPoolExecutor | None = None
-        self._lock = threading.Lock()
 
     def prepare(self, images: list[Image]) -> tuple[dict[str, Any], list[Layout]] | None:
         """One batch of pages as ``PagePrep.prepare`` makes it, made in a worker; None when the
@@ -100,37 +96,3 @@ class PrepProcesses:
             if "shutdown" in str(exc):
                 return None
             raise
-
-    def _get(self) -> ProcessPoolExecutor | None:
-        with self._lock:
-            if self.broken or self._closed:
-                return None
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(
-                    max_workers=self.workers,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_install,
-                    initargs=(self.prep,),
-                )
-            return self._pool
-
-    def _mark_broken(self) -> None:
-        with self._lock:
-            if not self.broken:
-                logger.warning("page prep processes failed (a worker died, or a script without "
-                               "'if __name__ == \"__main__\"'); preparing pages in this process")
-                self.broken = True
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
-
-    @property
-    def started(self) -> bool:
-        return self._pool is not None
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True  # nothing more is sent; the prep threads prepare in the process
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
