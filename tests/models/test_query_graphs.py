@@ -323,3 +323,33 @@ def test_cuda_graphs_give_the_plain_forwards_vectors(family: str, tiny_model_dir
     plain = [enc.encode_queries([q])[0] for q in QUERIES] + enc.encode_queries(QUERIES)
     enc._graphs = graphs
     assert lowest_cosine(fast, plain) >= 0.999
+
+
+def test_every_shape_is_checked_and_one_no_probe_reaches_is_dropped(fresh_encoder: Any) -> None:
+    """The check lands a probe batch on every shape; with probes too short to grow past the first
+    length, the longer shapes are never compared, so they are dropped and their batches take the
+    plain forward."""
+    from ragspine.models.query_graphs import QueryGraphs, checked, probe_batches
+    from ragspine.models.static_queries import static_forward
+
+    enc = fresh_encoder("colqwen2")
+    count = lambda t: int(enc._prepare_queries([t])["attention_mask"].sum())  # noqa: E731
+    full = QueryGraphs(static_forward("colqwen2", enc.model), device=enc.device, pad_id=0, capture=False)
+    shapes = probe_batches(count, full)
+    assert set(shapes) == {(b, n) for b in (1, 2, 4, 8, 16) for n in (32, 64, 128, 256)}
+    for (b, n), texts in shapes.items():
+        assert len(texts) == b and full.shape(b, max(count(t) for t in texts)) == (b, n)
+
+    short = QueryGraphs(static_forward("colqwen2", enc.model), device=enc.device,
+                        pad_id=int(enc.processor.tokenizer.pad_token_id), capture=False)
+    plain = lambda t: enc._plain_queries(enc._prepare_queries(t))  # noqa: E731
+    graphs, why = checked(short, enc._prepare_queries, plain, probes=("revenue",))
+    assert graphs is short
+    # "revenue" eight times reaches the lengths 32 and 64 of the tiny tokenizer, not 128 or 256.
+    assert why.startswith("static shapes, eager: 10 shapes, 10 unreached by any probe dropped, ")
+    long_query = ["revenue grew by twelve percent in the third quarter while operating costs fell " * 4]
+    assert count(long_query[0]) > 64
+    batch = enc._prepare_queries(long_query)
+    assert short.encode(batch["input_ids"], batch["attention_mask"]) is None  # the plain forward's
+    one = enc._prepare_queries(["revenue"])
+    assert short.encode(one["input_ids"], one["attention_mask"]) is not None

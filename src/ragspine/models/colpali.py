@@ -247,8 +247,9 @@ class ColVisionEncoder(BasePageEncoder):
 
     def _encode_queries(self, texts: list[str]) -> list[np.ndarray]:
         batch = self._prepare_queries(texts)
-        if self._graphs is not None:
-            out = self._graphs.encode(batch["input_ids"], batch["attention_mask"])
+        graphs = self._graphs
+        if graphs is not None:
+            out = graphs.encode(batch["input_ids"], batch["attention_mask"])
             if out is not None:
                 return out
         return self._plain_queries(batch)

@@ -16,9 +16,9 @@ How:
   output is copied to the host before the next, so the graphs may share their scratch memory.
 - A batch too long or too wide for every shape takes the plain forward (``encode`` returns None).
 
-:func:`checked` builds the graphs and compares them with the plain forward on probe queries,
-token by token; a capture that fails or vectors that differ leave the encoder on its plain
-forward, with the reason logged and kept (``ColVisionEncoder.query_path``).
+:func:`checked` builds the graphs and compares every shape with the plain forward, token by
+token, on a probe batch that lands on it; a capture that fails or vectors that differ leave the
+encoder on its plain forward, with the reason logged and kept (``ColVisionEncoder.query_path``).
 
 Without ``capture`` (on a CPU, in tests) the static forward runs eagerly on the same buffers: the
 packing, the static forward and the slicing are then what is checked, everything but the graph.
@@ -38,11 +38,13 @@ from ragspine.models.static_queries import BATCHES, LENGTHS, StaticForward, pack
 
 logger = logging.getLogger(__name__)
 
-#: Lowest cosine between a graph's token vector and the plain forward's that :func:`checked`
-#: accepts (bf16 kernels at another shape differ in the last bits; a wrong mask or position
-#: differs by far more: 0.2-0.9 on the tiny models).
-MIN_COSINE = 0.999
-#: Probe queries for the check: one short, one of ~40 tokens, one past the first length.
+#: Lowest cosine between a graph's token vector and the plain forward's of the same query alone
+#: that :func:`checked` accepts. bf16 at another shape differs in the last bits (the full
+#: ColQwen2 architecture in bf16 on a CPU, padded static batch against the plain batch: 0.99908;
+#: ColPali 0.99945); a wrong mask or position differs by far more (0.2-0.9 on the tiny models).
+MIN_COSINE = 0.995
+#: Probe queries for the check, and the words longer probes are grown from
+#: (:func:`probe_batches`).
 PROBES = (
     "revenue",
     "How did the gross margin of the consumer segment change between 2019 and 2021?",
@@ -116,6 +118,14 @@ class QueryGraphs:
             out = self.forward(ids, mask)
         self._shapes[(b, n_tok)] = (ids, mask, out, graph)
 
+    def drop_except(self, keep: set[tuple[int, int]]) -> int:
+        """Forget every shape not in ``keep`` (its batches take the plain forward); how many."""
+        with self._lock:
+            gone = [shape for shape in self._shapes if shape not in keep]
+            for shape in gone:
+                del self._shapes[shape]
+        return len(gone)
+
     @torch.inference_mode()
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[np.ndarray] | None:
         """One processor batch of queries -> each query's ``(n_tokens, dim)`` float32 vectors;
@@ -151,26 +161,61 @@ def lowest_cosine(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> float:
     return low
 
 
+def probe_batches(count: Callable[[str], int], graphs: QueryGraphs,
+                  probes: Sequence[str] = PROBES) -> dict[tuple[int, int], list[str]]:
+    """Probe batches that land on every shape of ``graphs``: for each length, a text whose token
+    count (``count``) falls in it, grown from the probes a word at a time, first in its batch and
+    followed by shorter texts; for each batch size that many texts. A length no text reaches
+    (a processor that truncates) has no probe."""
+    words = " ".join(probes).split()
+    by_length: dict[int, str] = {}
+    text = ""
+    for i in range(8 * len(words)):
+        text = f"{text} {words[i % len(words)]}".strip()
+        bucket = round_up(count(text), graphs.lengths)
+        if bucket is None:
+            break
+        by_length.setdefault(bucket, text)
+        if len(by_length) == len(graphs.lengths):
+            break
+    shorter = list(probes)
+    out: dict[tuple[int, int], list[str]] = {}
+    for n_tok, longest in by_length.items():
+        fill = [t for t in shorter + list(by_length.values()) if count(t) <= n_tok] or [longest]
+        for b in graphs.batches:
+            out[(b, n_tok)] = [longest] + [fill[i % len(fill)] for i in range(b - 1)]
+    return out
+
+
 def checked(
     graphs: QueryGraphs,
     prepare: Callable[[list[str]], Any],
     plain: Callable[[list[str]], list[np.ndarray]],
     probes: Sequence[str] = PROBES,
 ) -> tuple[QueryGraphs | None, str]:
-    """``graphs`` built and compared with ``plain`` on ``probes`` (one at a time and together),
-    or None and why not. ``prepare`` is the encoder's query processor (texts -> batch)."""
+    """``graphs`` built, and every shape compared with ``plain`` (each probe text encoded alone,
+    unpadded) on a probe batch that lands on it (:func:`probe_batches`); or None and why not.
+    ``prepare`` is the encoder's query processor (texts -> batch). A shape no probe reaches is
+    dropped: its batches take the plain forward."""
     try:
         graphs.build()
+        batches = probe_batches(lambda t: int(prepare([t])["attention_mask"].sum()), graphs, probes)
+        alone = {t: plain([t])[0] for t in {t for texts in batches.values() for t in texts}}
         low = 1.0
-        for texts in [[p] for p in probes] + [list(probes)]:
+        for shape, texts in batches.items():
             batch = prepare(texts)
+            counts = batch["attention_mask"].sum(1)
+            if graphs.shape(len(texts), int(counts.max())) != shape:
+                return None, f"a probe batch meant for shape {shape} landed elsewhere"
             fast = graphs.encode(batch["input_ids"], batch["attention_mask"])
             if fast is None:
-                return None, f"probe queries of {[len(t) for t in texts]} characters fit no shape"
-            low = min(low, lowest_cosine(fast, plain(texts)))
+                return None, f"no graph answered the probe batch of shape {shape}"
+            low = min(low, lowest_cosine(fast, [alone[t] for t in texts]))
+        unchecked = graphs.drop_except(set(batches))
     except Exception as e:  # noqa: BLE001  (any failure to capture leaves the plain forward)
         return None, f"could not capture: {type(e).__name__}: {e}"
     if low < MIN_COSINE:
         return None, f"vectors differ from the plain forward's (lowest token cosine {low:.4f})"
     kind = "CUDA graphs" if graphs.capture else "static shapes, eager"
-    return graphs, f"{kind}: {len(graphs.batches) * len(graphs.lengths)} shapes, lowest token cosine {low:.5f}"
+    dropped = f", {unchecked} unreached by any probe dropped" if unchecked else ""
+    return graphs, f"{kind}: {len(batches)} shapes{dropped}, lowest token cosine {low:.5f}"

@@ -78,17 +78,18 @@ def _normalised(proj: torch.Tensor) -> torch.Tensor:
 
 def _colpali(model: Any) -> StaticForward:
     def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return model(
-            input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids), logits_to_keep=1
-        )
+        return model(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids),
+                     logits_to_keep=1, use_cache=False)
 
     return forward
 
 
-def _colqwen(model: Any) -> StaticForward:
+def _colqwen(model: Any, engine_class: str) -> StaticForward:
     # ColQwen2(Qwen2VLModel) and ColQwen2_5(Qwen2_5_VLModel): the backbone is the class colpali-
     # engine's forward reaches with super().forward.
-    backbone = super(type(model), model).forward
+    import colpali_engine.models as cem
+
+    backbone = super(getattr(cem, engine_class), model).forward
 
     def forward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         hidden = backbone(input_ids=ids, use_cache=False, return_dict=True).last_hidden_state
@@ -113,8 +114,8 @@ def _colidefics3(model: Any) -> StaticForward:
 
 _FORWARDS: dict[str, Callable[[Any], StaticForward]] = {
     "colpali": _colpali,
-    "colqwen2": _colqwen,
-    "colqwen2_5": _colqwen,
+    "colqwen2": lambda model: _colqwen(model, "ColQwen2"),
+    "colqwen2_5": lambda model: _colqwen(model, "ColQwen2_5"),
     "colidefics3": _colidefics3,
 }
 
