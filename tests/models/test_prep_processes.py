@@ -136,3 +136,46 @@ def test_a_batch_sent_as_the_pool_closes_is_prepared_by_the_caller(tiny_model_di
     procs.close()  # shuts `taken` down
     procs._get = lambda: taken  # type: ignore[method-assign]  (the thread took it before close)
     assert procs.prepare([Image.new("RGB", (40, 40))]) is None
+
+
+class _FailingPool:
+    """An executor whose every task ends as ``outcome`` says: raising it, or cancelled."""
+
+    def __init__(self, outcome: BaseException | None) -> None:
+        self.outcome = outcome
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        from concurrent.futures import Future
+
+        fut: Future[Any] = Future()
+        if self.outcome is None:
+            fut.cancel()
+        else:
+            fut.set_exception(self.outcome)
+        return fut
+
+    def shutdown(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def test_a_hand_over_that_fails_gives_the_pool_up_and_a_cancelled_batch_does_not(
+        tiny_model_dir: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Shared memory full (torch: 'No space left on device') is not the page's fault: the pool
+    is given up and the caller prepares. A batch close() cancelled is prepared by the caller too,
+    and the pool is not given up for it."""
+    from PIL import Image
+
+    from ragspine.models import load_page_encoder
+    from ragspine.models.prep_processes import PrepProcesses
+
+    enc = load_page_encoder(str(tiny_model_dir("colpali")), device="cpu")
+    page = [Image.new("RGB", (40, 40))]
+    cancelled = PrepProcesses(enc.prep, 1)
+    cancelled._pool = _FailingPool(None)  # type: ignore[assignment]
+    assert cancelled.prepare(page) is None and not cancelled.broken
+    full = PrepProcesses(enc.prep, 1)
+    full._pool = _FailingPool(RuntimeError("unable to write to file </torch_1_2>: No space left on device (28)"))  # type: ignore[assignment]
+    with caplog.at_level("WARNING"):
+        assert full.prepare(page) is None
+    assert full.broken and "No space left on device" in caplog.text
+    assert full.prepare(page) is None  # for good

@@ -25,7 +25,9 @@ prep threads prepare in the process again (:meth:`PrepProcesses.prepare` answers
 
 from __future__ import annotations
 
-from concurrent.futures.process import BrokenProcessPool
+import logging
+import pickle
+from concurrent.futures import CancelledError
 from typing import TYPE_CHECKING, Any
 
 from ragspine.spawn_pool import SpawnedPool
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
     from PIL.Image import Image
 
     from ragspine.models.page_prep import Layout, PagePrep
+
+logger = logging.getLogger(__name__)
 
 
 def prep_workers(setting: int) -> int:
@@ -46,17 +50,28 @@ def prep_workers(setting: int) -> int:
 _PREP: PagePrep | None = None
 
 
-def _install(prep: PagePrep) -> None:
+def _install(prep_bytes: bytes) -> None:
     global _PREP
     import torch
 
     torch.set_num_threads(1)  # one batch a process; the processes are the parallelism
-    _PREP = prep
+    _PREP = pickle.loads(prep_bytes)
 
 
-def _prepare(images: list[Image], dtype: Any) -> tuple[Any, list[Layout]]:
+class _PageError:
+    """An exception the page preparation itself raised in a worker, sent back as a result: only
+    that is the caller's error; whatever else fails (the pool, the hand-over) breaks the pool."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def _prepare(images: list[Image], dtype: Any) -> tuple[Any, list[Layout]] | _PageError:
     assert _PREP is not None, "a prep process runs only with its PagePrep installed"
-    batch, layouts = _PREP.prepare(images)
+    try:
+        batch, layouts = _PREP.prepare(images)
+    except Exception as exc:  # noqa: BLE001  (a page the processor refuses: the caller's error)
+        return _PageError(exc)
     out = {}
     for key, value in batch.items():  # a plain dict of tensors: torch shares them in memory
         if dtype is not None and getattr(value, "is_floating_point", lambda: False)():
@@ -74,7 +89,9 @@ class PrepProcesses(SpawnedPool):
     def __init__(self, prep: PagePrep, workers: int, dtype: Any = None) -> None:
         if workers < 1:
             raise ValueError(f"prep processes need at least one worker, not {workers}")
-        super().__init__(workers, _install, (prep,))
+        # Pickled now, on the thread that builds the encoder: a worker spawned later from a prep
+        # thread would pickle a processor another thread may be tokenising with.
+        super().__init__(workers, _install, (pickle.dumps(prep),))
         self.prep = prep
         #: Floating tensors come back in this dtype (the model's, where the batch is pinned and
         #: cast anyway); None keeps the processor's.
@@ -83,16 +100,27 @@ class PrepProcesses(SpawnedPool):
     def prepare(self, images: list[Image]) -> tuple[dict[str, Any], list[Layout]] | None:
         """One batch of pages as ``PagePrep.prepare`` makes it, made in a worker; None when the
         pool is broken or closed (the caller prepares it itself). A page's own error (an image
-        the processor refuses) is raised as it would be in the process."""
+        the processor refuses) is raised as it would be in the process; any other failure (a
+        worker killed, shared memory full, the pool closed meanwhile) gives the pool up."""
         pool = self._get()
         if pool is None:
             return None
         try:
-            return pool.submit(_prepare, images, self.dtype).result()
-        except BrokenProcessPool:
-            self._mark_broken()
+            made = pool.submit(_prepare, images, self.dtype).result()
+        except CancelledError:  # close() cancelled it before a worker took it
             return None
-        except RuntimeError as exc:  # submitted while close() shut the pool down
-            if "shutdown" in str(exc):
+        except RuntimeError as exc:
+            if "shutdown" in str(exc):  # submitted as close() shut the pool down
                 return None
-            raise
+            self._give_up(exc)
+            return None
+        except Exception as exc:  # noqa: BLE001  (BrokenProcessPool, OSError: /dev/shm full, ...)
+            self._give_up(exc)
+            return None
+        if isinstance(made, _PageError):
+            raise made.exc
+        return made
+
+    def _give_up(self, exc: BaseException) -> None:
+        logger.warning("page prep processes: %s: %s", type(exc).__name__, exc)
+        self._mark_broken()
