@@ -144,6 +144,7 @@ def build_encoder(spec: str, args: argparse.Namespace, tmp: Path) -> tuple[Any, 
             attn_implementation=args.attn,
             batch_size=args.batch_size,
             prep_workers=args.prep_workers,
+            query_graphs="off",  # the plain forward first; ready_query_graphs later, as for --arch
         )
         return enc, f"{enc.family} ({spec}, real weights)"
     dev = resolve_device(args.device)

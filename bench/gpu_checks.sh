@@ -13,7 +13,7 @@
 # Then OCR on CUDA (torch, onnx2torch) against onnxruntime on the machine's CPU, on the images
 # `bench/ocr_device.py record` saved in OCR_RECORD_DIR: the whole engine where RapidOCR's
 # dependencies import, the two models alone (no OpenCV needed) in any case. A step whose limit is
-# 0 is skipped (ENCODE_S=0 ...): the limits add up to ~830 s, over one device call's 600, so a
+# 0 is skipped (ENCODE_S=0 ...): the limits add up to ~950 s, over one device call's 600, so a
 # first call runs up to the graph tests and a second the rest when the steps use all their time.
 set -u
 out=${1:?usage: bench/gpu_checks.sh OUT_DIR [PDF_DATA_DIR [OCR_RECORD_DIR]]}
@@ -63,9 +63,10 @@ step encode_colpali_prep_processes "${PREP_S:-120}" "$py" bench/encode.py --arch
     --data "$data" --pages 128 --queries 10 --prep-workers 4 --json "$out/encode_prep.json"
 # Queries a second through the server, 1 and 8 clients, plain forward against CUDA graphs: a full
 # random ColPali saved (~6 GB), 2 PDFs ingested, then one server per rule.
-step serve_queries "${SERVE_S:-180}" "$py" bench/serve_load.py --data "$data" --docs 2 --mode hybrid \
+step serve_queries "${SERVE_S:-300}" "$py" bench/serve_load.py --data "$data" --docs 2 --mode hybrid \
     --page-size full --device cuda --threads "plain=RAGSPINE_QUERY_GRAPHS=off,graphs=auto" \
-    --clients-list 1,8 --duration 8 --rounds 1
+    --clients-list 1,8 --duration 8 --rounds 1 \
+    --server-env RAGSPINE_OCR=off --server-env RAGSPINE_DENSE_MODEL=none
 
 if [ -n "$ocr_record" ]; then
     # The ONNX files out of rapidocr-onnxruntime's wheel, for the models-only step (which must not

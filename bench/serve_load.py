@@ -120,6 +120,13 @@ def page_model_for(args: argparse.Namespace, work: Path) -> Path:
                                       size=args.page_size, device=args.device, dtype=dtype)
     print(f"built a random {args.page_size} {args.page_family} in {time.perf_counter() - t0:.1f}s "
           f"({args.device})", file=sys.stderr)
+    if dtype is not None:  # the servers load their own copy: give the device memory back
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
     return folder
 
 
@@ -466,6 +473,9 @@ def main() -> int:
     ap.add_argument("--page-size", choices=("tiny", "full"), default="tiny",
                     help="the random page model: the tests' tiny one, or the real architecture")
     ap.add_argument("--device", default="cpu", help="the page model's device (RAGSPINE_DEVICE)")
+    ap.add_argument("--server-env", action="append", default=[], metavar="RAGSPINE_X=VALUE",
+                    help="a setting for the ingest and every server (repeatable); the environment's "
+                    "own RAGSPINE_* settings are not passed on")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--duration", type=float, default=30.0, help="seconds of the concurrent run")
     ap.add_argument("--single-duration", type=float, default=10.0, help="seconds of the one-client run")
@@ -499,9 +509,11 @@ def main() -> int:
     try:
         page_model = page_model_for(args, work) if args.mode == "hybrid" else None
         env = env_for(work / "data", page_model, args.device)
+        env.update(kv.split("=", 1) for kv in args.server_env)
         t0 = time.perf_counter()
+        # The ingest encodes no query: it need not capture query graphs.
         r = subprocess.run([*ragspine(), "ingest", *map(str, files), "--library", LIBRARY, "-q"],
-                           env=env, capture_output=True, text=True)
+                           env={**env, "RAGSPINE_QUERY_GRAPHS": "off"}, capture_output=True, text=True)
         if r.returncode not in (0, 1):
             raise SystemExit(f"ingest failed: {r.stderr.strip()[-500:]}")
         print(f"indexed {len(files)} PDFs in {time.perf_counter() - t0:.1f}s "
