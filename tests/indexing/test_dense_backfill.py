@@ -112,7 +112,7 @@ def test_without_a_dense_model_it_says_how_to_get_one(built: Path) -> None:
 
 
 def test_vectors_of_another_model_are_refused_and_nothing_changes(tmp_path: Path) -> None:
-    from ragspine.models.testing import build_dense
+    from ragspine.models.testing_text import build_dense
 
     folder = build_dense(tmp_path / "tiny-dense")
     eng = Engine(_settings(tmp_path / "data", str(folder)))
