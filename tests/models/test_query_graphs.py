@@ -152,8 +152,8 @@ def test_a_batch_past_every_shape_takes_the_plain_forward(family: str, fresh_enc
     assert enc.ready_query_graphs(capture=False)
     graphs = enc._graphs
     seen = []
-    orig = graphs.encode
-    graphs.encode = lambda ids, mask: seen.append(orig(ids, mask)) or seen[-1]
+    orig = graphs.shape_of
+    graphs.shape_of = lambda mask: seen.append(orig(mask)) or seen[-1]
     assert _max_diff(enc.encode_queries(many), plain_many) < 1e-5
     assert _max_diff(enc.encode_queries(long), plain_long) < 1e-5
     assert seen == [None, None]  # neither fitted a shape; both came from the plain forward
@@ -350,6 +350,16 @@ def test_every_shape_is_checked_and_one_no_probe_reaches_is_dropped(fresh_encode
     long_query = ["revenue grew by twelve percent in the third quarter while operating costs fell " * 4]
     assert count(long_query[0]) > 64
     batch = enc._prepare_queries(long_query)
-    assert short.encode(batch["input_ids"], batch["attention_mask"]) is None  # the plain forward's
+    assert short.shape_of(batch["attention_mask"]) is None  # the plain forward's
+    with pytest.raises(ValueError, match="no kept shape holds a batch of 1 queries of up to"):
+        short.encode(batch["input_ids"], batch["attention_mask"])
     one = enc._prepare_queries(["revenue"])
-    assert short.encode(one["input_ids"], one["attention_mask"]) is not None
+    assert short.shape_of(one["attention_mask"]) == (1, 32)
+    assert len(short.encode(one["input_ids"], one["attention_mask"])) == 1
+
+
+def test_a_family_without_a_static_forward_is_named() -> None:
+    from ragspine.models.static_queries import static_forward
+
+    with pytest.raises(ValueError, match=r"no static query forward for family 'colbert'; known \['colidefics3', "):
+        static_forward("colbert", object())

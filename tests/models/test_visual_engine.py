@@ -677,3 +677,25 @@ def test_pages_prepared_in_processes_index_the_same_vectors(colpali_dir: Path, t
         if procs is not None:
             assert not procs.started  # closed with the engine
     assert len(results[1]) == 4 and results[2] == results[1]
+
+
+def test_an_engine_leaves_a_model_set_it_was_given_open(colpali_dir: Path, tmp_path: Path, pdf_bytes: bytes) -> None:
+    """A ModelSet passed in may be shared with other engines (a benchmark's, a test's): the
+    engine's close leaves its page model's prep processes running; the owner closes them."""
+    from ragspine.models import load_page_encoder
+    from ragspine.models.modelset import ModelSet
+
+    models = ModelSet()
+    models.page = load_page_encoder(str(colpali_dir), device="cpu", prep_workers=2)
+    procs = models.page.prep_processes
+    try:
+        eng = Engine(_settings(tmp_path / "data", page_model=str(colpali_dir)), models=models)
+        try:
+            eng.create_library("lib")
+            assert eng.ingest("lib", pdf_bytes, {"doc_id": "q3"}).pages_indexed == len(PAGES)
+        finally:
+            eng.close()
+        assert procs is not None and procs.started  # still running after the engine closed
+    finally:
+        models.close()
+    assert not procs.started

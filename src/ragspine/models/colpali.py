@@ -15,6 +15,7 @@ return any non-finite vector.
 from __future__ import annotations
 
 import logging
+from abc import abstractmethod
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -173,9 +174,9 @@ class ColVisionEncoder(BasePageEncoder):
 
     # -- the template's hooks ------------------------------------------------------------------
 
+    @abstractmethod
     def _make_prep(self) -> PagePrep:
         """The family's page preparation (its processor and the model settings its layout needs)."""
-        raise NotImplementedError
 
     def close(self) -> None:
         """Stop the prep processes, if any (pages prepared later are prepared in this process)."""
@@ -248,10 +249,8 @@ class ColVisionEncoder(BasePageEncoder):
     def _encode_queries(self, texts: list[str]) -> list[np.ndarray]:
         batch = self._prepare_queries(texts)
         graphs = self._graphs
-        if graphs is not None:
-            out = graphs.encode(batch["input_ids"], batch["attention_mask"])
-            if out is not None:
-                return out
+        if graphs is not None and graphs.shape_of(batch["attention_mask"]) is not None:
+            return graphs.encode(batch["input_ids"], batch["attention_mask"])
         return self._plain_queries(batch)
 
     @torch.inference_mode()
@@ -332,20 +331,17 @@ class ColIdefics3Encoder(ColVisionEncoder):
     processor_class = "ColIdefics3Processor"
 
     def _make_prep(self) -> PagePrep:
-        return ColIdefics3Prep(self.processor, self.model_id)
+        self._tiles_prep = ColIdefics3Prep(self.processor, self.model_id)
+        return self._tiles_prep
 
     @property
     def tiles(self) -> Idefics3Tiles | None:
         """The uint8 tile path (None: the processor prepares the pages)."""
-        prep = self.prep
-        assert isinstance(prep, ColIdefics3Prep)
-        return prep.tiles
+        return self._tiles_prep.tiles
 
     @tiles.setter
     def tiles(self, value: Idefics3Tiles | None) -> None:
-        prep = self.prep
-        assert isinstance(prep, ColIdefics3Prep)
-        prep.tiles = value
+        self._tiles_prep.tiles = value
 
     def _model_inputs(self, batch: Any) -> dict[str, Any]:
         inputs = super()._model_inputs(batch)

@@ -11,6 +11,7 @@ shared between threads fails with 'Already borrowed').
 from __future__ import annotations
 
 import copy
+from abc import ABC, abstractmethod
 import math
 import re
 import threading
@@ -46,7 +47,7 @@ def check_grid(model_id: str, grid: tuple[int, int], n_image: int, i: int) -> No
         )
 
 
-class PagePrep:
+class PagePrep(ABC):
     """A family's page preparation: ``prepare(images)`` -> (batch of model inputs, layouts)."""
 
     def __init__(self, processor: Any, model_id: str) -> None:
@@ -84,8 +85,9 @@ class PagePrep:
     def process_images(self, proc: Any, images: list[Image]) -> Any:
         return proc.process_images(images)
 
+    @abstractmethod
     def layout(self, proc: Any, batch: Any, images: list[Image]) -> list[Layout]:
-        raise NotImplementedError
+        """Where each page's patch grid lies in the processed ``batch``."""
 
     @staticmethod
     def image_mask(proc: Any, batch: Any) -> np.ndarray:

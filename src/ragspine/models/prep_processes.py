@@ -47,15 +47,15 @@ def prep_workers(setting: int) -> int:
     return setting if setting >= 2 else 0
 
 
-_PREP: PagePrep | None = None
+#: The worker's PagePrep (key ``prep``), set by :func:`_install` when the worker starts.
+_WORKER: dict[str, PagePrep] = {}
 
 
 def _install(prep_bytes: bytes) -> None:
-    global _PREP
     import torch
 
     torch.set_num_threads(1)  # one batch a process; the processes are the parallelism
-    _PREP = pickle.loads(prep_bytes)
+    _WORKER["prep"] = pickle.loads(prep_bytes)
 
 
 class _PageError:
@@ -67,9 +67,8 @@ class _PageError:
 
 
 def _prepare(images: list[Image], dtype: Any) -> tuple[Any, list[Layout]] | _PageError:
-    assert _PREP is not None, "a prep process runs only with its PagePrep installed"
     try:
-        batch, layouts = _PREP.prepare(images)
+        batch, layouts = _WORKER["prep"].prepare(images)
     except Exception as exc:  # noqa: BLE001  (a page the processor refuses: the caller's error)
         return _PageError(exc)
     out = {}

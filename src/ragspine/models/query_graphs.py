@@ -14,7 +14,7 @@ How:
   :data:`~ragspine.models.static_queries.LENGTHS`, all captured when the model loads (about
   three forwards each), into one memory pool: replays are serialised under a lock and each
   output is copied to the host before the next, so the graphs may share their scratch memory.
-- A batch too long or too wide for every shape takes the plain forward (``encode`` returns None).
+- A batch too long or too wide for every shape takes the plain forward (``shape_of`` is None).
 
 :func:`checked` builds the graphs and compares every shape with the plain forward, token by
 token, on a probe batch that lands on it; a capture that fails or vectors that differ leave the
@@ -126,14 +126,21 @@ class QueryGraphs:
                 del self._shapes[shape]
         return len(gone)
 
-    @torch.inference_mode()
-    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[np.ndarray] | None:
-        """One processor batch of queries -> each query's ``(n_tokens, dim)`` float32 vectors;
-        None when the batch fits no shape (the caller runs the plain forward)."""
+    def shape_of(self, attention_mask: torch.Tensor) -> tuple[int, int] | None:
+        """The kept shape a processor batch (its attention mask) runs at; None when it fits none
+        (the caller runs the plain forward)."""
         counts = attention_mask.sum(1)
         shape = self.shape(len(counts), int(counts.max()))
-        if shape is None or shape not in self._shapes:
-            return None
+        return shape if shape in self._shapes else None
+
+    @torch.inference_mode()
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[np.ndarray]:
+        """One processor batch of queries -> each query's ``(n_tokens, dim)`` float32 vectors,
+        at :meth:`shape_of` (ValueError when that is None)."""
+        shape = self.shape_of(attention_mask)
+        if shape is None:
+            raise ValueError(f"no kept shape holds a batch of {attention_mask.shape[0]} queries of up to "
+                             f"{int(attention_mask.sum(1).max())} tokens")
         p_ids, p_mask, n_tok = pack(input_ids, attention_mask, *shape, self.pad_id)
         width = max(n_tok)
         with self._lock:
@@ -172,16 +179,16 @@ def probe_batches(count: Callable[[str], int], graphs: QueryGraphs,
     text = ""
     for i in range(8 * len(words)):
         text = f"{text} {words[i % len(words)]}".strip()
-        bucket = round_up(count(text), graphs.lengths)
-        if bucket is None:
-            break
-        by_length.setdefault(bucket, text)
+        bucket = round_up(count(text), graphs.lengths)  # None past the last length
+        if bucket is not None:
+            by_length.setdefault(bucket, text)
         if len(by_length) == len(graphs.lengths):
             break
     shorter = list(probes)
     out: dict[tuple[int, int], list[str]] = {}
     for n_tok, longest in by_length.items():
-        fill = [t for t in shorter + list(by_length.values()) if count(t) <= n_tok] or [longest]
+        # ``longest`` itself is one of these: every batch has texts to fill it.
+        fill = [t for t in shorter + list(by_length.values()) if count(t) <= n_tok]
         for b in graphs.batches:
             out[(b, n_tok)] = [longest] + [fill[i % len(fill)] for i in range(b - 1)]
     return out
@@ -195,27 +202,23 @@ def checked(
 ) -> tuple[QueryGraphs | None, str]:
     """``graphs`` built, and every shape compared with ``plain`` (each probe text encoded alone,
     unpadded) on a probe batch that lands on it (:func:`probe_batches`); or None and why not.
-    ``prepare`` is the encoder's query processor (texts -> batch). A shape no probe reaches is
-    dropped: its batches take the plain forward."""
+    ``prepare`` is the encoder's query processor (texts -> batch). A shape no probe batch reached
+    (by the batch's own token counts) is dropped: its batches take the plain forward."""
     try:
         graphs.build()
         batches = probe_batches(lambda t: int(prepare([t])["attention_mask"].sum()), graphs, probes)
         alone = {t: plain([t])[0] for t in {t for texts in batches.values() for t in texts}}
-        low = 1.0
-        for shape, texts in batches.items():
+        low, reached = 1.0, set()
+        for texts in batches.values():
             batch = prepare(texts)
-            counts = batch["attention_mask"].sum(1)
-            if graphs.shape(len(texts), int(counts.max())) != shape:
-                return None, f"a probe batch meant for shape {shape} landed elsewhere"
+            reached.add(graphs.shape_of(batch["attention_mask"]))
             fast = graphs.encode(batch["input_ids"], batch["attention_mask"])
-            if fast is None:
-                return None, f"no graph answered the probe batch of shape {shape}"
             low = min(low, lowest_cosine(fast, [alone[t] for t in texts]))
-        unchecked = graphs.drop_except(set(batches))
-    except Exception as e:  # noqa: BLE001  (any failure to capture leaves the plain forward)
+        unchecked = graphs.drop_except(reached)
+    except Exception as e:  # noqa: BLE001  (any failure to capture or run leaves the plain forward)
         return None, f"could not capture: {type(e).__name__}: {e}"
     if low < MIN_COSINE:
         return None, f"vectors differ from the plain forward's (lowest token cosine {low:.4f})"
     kind = "CUDA graphs" if graphs.capture else "static shapes, eager"
     dropped = f", {unchecked} unreached by any probe dropped" if unchecked else ""
-    return graphs, f"{kind}: {len(batches)} shapes{dropped}, lowest token cosine {low:.5f}"
+    return graphs, f"{kind}: {len(reached)} shapes{dropped}, lowest token cosine {low:.5f}"
