@@ -41,7 +41,8 @@ logger = logging.getLogger(__name__)
 #: Lowest cosine between a graph's token vector and the plain forward's of the same query alone
 #: that :func:`checked` accepts. bf16 at another shape differs in the last bits (the full
 #: ColQwen2 architecture in bf16 on a CPU, padded static batch against the plain batch: 0.99908;
-#: ColPali 0.99945); a wrong mask or position differs by far more (0.2-0.9 on the tiny models).
+#: ColPali 0.99945); a wrong mask or position differs by far more (on the tiny models: tokens
+#: shifted one position -0.42 to -1.0, ColPali attending to its padding 0.25).
 MIN_COSINE = 0.995
 #: Probe queries for the check, and the words longer probes are grown from
 #: (:func:`probe_batches`).
