@@ -261,8 +261,8 @@ class Settings(RankingSettings, ChainSettings):
     #: Processes that prepare page images for the page model during ingest (its processor's
     #: resize and normalise; a prep thread hands each batch over and pins what comes back), out
     #: of reach of the ingesting thread's GIL (ragspine.models.prep_processes). 0 (auto) and 1 =
-    #: the prep threads, faster wherever measured so far (the hand-over costs ~8-10 ms a page on
-    #: 2 cores); N >= 2 = N processes.
+    #: the prep threads, faster wherever measured so far (on 2 cores a page took 7.5-9.3 ms more
+    #: in a process than on a thread); N >= 2 = N processes.
     prep_workers: int = Field(default=0, ge=0, le=64)
     #: Resolution pages are rendered at for the page model (its processor resizes further).
     page_render_dpi: int = Field(default=96, ge=18, le=300)
