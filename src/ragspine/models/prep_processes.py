@@ -9,8 +9,9 @@ a Python thread busy all the time, x0.58-0.87 beside one busy half the time
 
 Why it is off by default: the hand-over costs more than it saves there. A page prepared in a
 process (its image sent to a worker, its tensors back) took 7.5-9.3 ms more than on a thread on
-those cores, so one process prepared 25-65 pages/s where a thread prepared 41-182, and beside a Python thread busy half the
-time the thread still prepared more (the calling thread needs the GIL for the hand-over too). A
+those cores, so one process prepared 21-65 pages/s where a thread prepared 41-182, and beside
+a Python thread busy half the time the thread still prepared more (the calling thread needs the
+GIL for the hand-over too). A
 GPU node's many cores and faster memory may turn that round; ``bench/encode.py --prep-workers``
 measures ingest both ways on the first GPU lent (``bench/gpu_checks.sh``).
 
