@@ -59,10 +59,9 @@ from encode_steps import page_steps, query_steps, split_windows, sync  # noqa: E
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mmlongbench_dev"
 ARCHS = ("colpali", "colqwen2", "colqwen2_5", "colidefics3")
-#: Anchors on one H200 (docs/measured.md: plain forward, random weights, bf16, SDPA) and target rates.
+#: Anchors on one H200 (docs/measured.md: plain forward, random weights, bf16, SDPA). The targets
+#: these figures are judged against are bench/gpu_table.py's.
 H200_ANCHOR_PAGES_S = {"colpali": 86.0, "colqwen2": 44.5}
-TARGET_PAGES_S = {"colpali": 120.0, "colqwen2": 70.0}
-TARGET_QUERY_MS = 15.0
 FALLBACK_QUERIES = [
     "What share of revenue came from Asia in 2019?",
     "Which chart shows quarterly operating margin?",
@@ -298,6 +297,7 @@ def bench_one(
     result = {
         "arch": label,
         "device": str(dev),
+        "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
         "dtype": str(enc.dtype).removeprefix("torch."),
         "batch_size": bs,
         "prefetch_threads": enc.prefetch,
@@ -442,10 +442,9 @@ def main() -> int:
             print(f"  {k:22s} {v}")
         arch = spec if spec in ARCHS else r["arch"].split()[0]
         if cuda and size == "full" and arch in H200_ANCHOR_PAGES_S:
-            print(
-                f"  {'H200 anchor (forward)':22s} {H200_ANCHOR_PAGES_S[arch]} pages/s; "
-                f"target end to end >= {TARGET_PAGES_S[arch]} pages/s, query <= {TARGET_QUERY_MS} ms"
-            )
+            print(f"  {'H200 anchor (forward)':22s} {H200_ANCHOR_PAGES_S[arch]} pages/s")
+        if args.json:  # after each architecture: a run stopped at its time limit keeps the ones done
+            args.json.write_text(json.dumps(results, indent=2))
 
     print(
         "\n| arch | ingest pages/s | end-to-end pages/s | encode pages/s | model-only pages/s | ingest / model-only | query p50 ms (plain) | tokens/page |"
@@ -475,8 +474,6 @@ def main() -> int:
                   f"{r['model_only_split_windows_pages_s']} split one call a span "
                   f"(x{r['model_only_pages_s'] / r['model_only_split_windows_pages_s']:.2f}); "
                   f"lowest token cosine between the two {r['windows_min_cosine']}")
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
     return 0
 
 

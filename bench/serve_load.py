@@ -162,7 +162,8 @@ def server(engine: str, env: dict[str, str], log_path: Path, timeout: float = 24
 
 
 def threads_run(env: dict[str, str], work: Path, queries: list[str], mode: str, rules: str, clients: list[int],
-                duration: float, rounds: int, top_k: int) -> int:
+                duration: float, rounds: int, top_k: int, json_path: Path | None = None,
+                about: dict[str, str] | None = None) -> int:
     """``--threads``: see the module docstring."""
     parsed: dict[str, dict[str, str]] = {}
     for item in (x.strip() for x in rules.split(",") if x.strip()):
@@ -195,6 +196,11 @@ def threads_run(env: dict[str, str], work: Path, queries: list[str], mode: str, 
         merged[(name, n)] = m
         print(f"{name:10s} {n:7d} {len(m.latencies):6d} {m.qps:8.1f} {1000 * pct(m.latencies, 50):8.2f} "
               f"{1000 * pct(m.latencies, 99):8.2f} {m.errors:6d}")
+    if json_path is not None:  # bench/gpu_table.py reads it: the rows, and what ran them
+        json_path.write_text(json.dumps({**(about or {}), "rows": [
+            {"rule": name, "clients": n, "ok": len(m.latencies), "qps": round(m.qps, 1),
+             "p50_ms": round(1000 * pct(m.latencies, 50), 2), "p99_ms": round(1000 * pct(m.latencies, 99), 2),
+             "errors": m.errors} for (name, n), m in merged.items()]}, indent=1))
     first = names[0]
     for name in names[1:]:
         for n in clients:
@@ -492,6 +498,7 @@ def main() -> int:
                     help="compare thread settings: name=BLAS:RUNTIME or name=auto, comma-separated")
     ap.add_argument("--clients-list", default="1,4,16", help="client counts of a --threads run")
     ap.add_argument("--rounds", type=int, default=2, help="turns of each rule in a --threads run")
+    ap.add_argument("--json", type=Path, default=None, help="a --threads run's rows, also as JSON here")
     ap.add_argument("--trace", type=Path, default=None, metavar="FILE",
                     help="with --ocr-uploads: write every search's start and latency, and the uploads' "
                          "job states, as JSON lines (and the server's log beside it)")
@@ -523,7 +530,9 @@ def main() -> int:
         if args.threads:
             return threads_run(env, work, queries, args.mode, args.threads,
                                [int(x) for x in args.clients_list.split(",") if x.strip()], args.duration,
-                               args.rounds, args.top_k)
+                               args.rounds, args.top_k, args.json,
+                               {"mode": args.mode, "page_family": args.page_family, "page_size": args.page_size,
+                                "device": args.device})
         if args.ocr_uploads:
             heavy = ocr_heavy([f for f in every if f not in files], args.ocr_uploads)
             print(f"uploading during the run: {', '.join(f.name for f in heavy)}", file=sys.stderr)
