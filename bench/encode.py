@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import re
 import statistics
 import sys
@@ -444,7 +445,9 @@ def main() -> int:
         if cuda and size == "full" and arch in H200_ANCHOR_PAGES_S:
             print(f"  {'H200 anchor (forward)':22s} {H200_ANCHOR_PAGES_S[arch]} pages/s")
         if args.json:  # after each architecture: a run stopped at its time limit keeps the ones done
-            args.json.write_text(json.dumps(results, indent=2))
+            tmp = args.json.with_name(args.json.name + ".tmp")  # whole or not at all
+            tmp.write_text(json.dumps(results, indent=2))
+            os.replace(tmp, args.json)
 
     print(
         "\n| arch | ingest pages/s | end-to-end pages/s | encode pages/s | model-only pages/s | ingest / model-only | query p50 ms (plain) | tokens/page |"

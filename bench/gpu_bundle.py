@@ -7,7 +7,8 @@ the MCP SDK, colpali-engine...), cannot reach a package index, and sees the chec
 here, before the lease::
 
     .venv/bin/python bench/gpu_bundle.py            # wheels and a page sample into .gpu/
-    .venv/bin/python bench/gpu_bundle.py --ocr      # also the OCR packages (rapidocr, onnx2torch)
+    .venv/bin/python bench/gpu_bundle.py --ocr --limit-mib 50   # also the OCR packages, and room
+                                                                # for an OCR record (below)
 
 1. ``.gpu/wheels/``: CPython 3.12 manylinux wheels of the packages ``ragspine[server]`` and
    colpali-engine need, at the versions installed here (the ones the tests pass with), less
@@ -16,10 +17,13 @@ here, before the lease::
    ``opencv-python`` (the image's ``opencv-python-headless`` is the same ``cv2``).
 2. ``.gpu/data/``: ``documents/`` holds the first ``--pages-per-doc`` pages of each dataset PDF,
    in name order, while they fit what is left of the limit, and ``queries.jsonl`` the dataset's
-   questions. ``bench/encode.py`` cycles the pages it renders, so a sample of 128 pages still
-   times 256.
+   questions. ``bench/encode.py`` cycles the pages it renders, so a sample of 120 pages still
+   times 256. The room left is measured on the working tree as it is now: build the bundle just
+   before the lease.
 
-Then one call does it all: ``bash bench/gpu_checks.sh $OUT`` with ``.gpu`` carried; the script
+For OCR on the GPU, ``bench/ocr_device.py record .gpu/ocr`` afterwards writes the images OCR
+reads into the room ``--limit-mib`` left, and ``bench/gpu_checks.sh $OUT .gpu/data .gpu/ocr``
+reads them. Then one call does it all: ``bash bench/gpu_checks.sh $OUT`` with ``.gpu`` carried; the script
 installs the wheels the device lacks (``python3 bench/gpu_bundle.py missing .gpu/wheels``, which
 needs the standard library alone) and reads ``.gpu/data``. The folder is git-ignored: the
 dataset's pages never enter the project.
@@ -205,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
 
     found = closure([("ragspine", ("server",)), ("colpali-engine", ())], args.python)
     pins = to_carry(found, image_packages(), args.ocr)
+    final, args.out = args.out, args.out.with_name(args.out.name + ".new")  # the old one stays until done
     if args.out.exists():
         shutil.rmtree(args.out)
     wheels = args.out / "wheels"
@@ -225,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     files, pages, skipped = sample_pdfs(src, data / "documents", args.pages_per_doc, left)
     if not files:
         raise SystemExit(f"no PDF page fits the {left / 2**20:.1f} MiB left under the limit (from {src})")
+    if final.exists():
+        shutil.rmtree(final)
+    args.out = args.out.rename(final)
     total = tree_bytes() + sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
     print(f"{len(pins)} wheels, {wheel_bytes / 2**20:.1f} MiB: {', '.join(pins)}"
           + (f" ({', '.join(built)} built here from source)" if built else ""))

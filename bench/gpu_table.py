@@ -66,11 +66,13 @@ def _read(path: Path) -> Any:
 
 
 def ratio(a: Any, b: Any) -> float | None:
-    return round(a / b, 2) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
+    """a / b unrounded (a target is judged on it), None without both."""
+    return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
 
 
 def fig(value: Any, prefix: str = "") -> str:
-    return "-" if value is None else f"{prefix}{value}"
+    """A figure as shown: ratios to two places, the rest as the step wrote them."""
+    return "-" if value is None else f"{prefix}{round(value, 2) if prefix == 'x' else value}"
 
 
 def verdict(value: Any, ok: bool | None) -> str:
@@ -137,7 +139,7 @@ def render(got: dict[str, Any]) -> str:
         cells = []
         for arch in ARCHS:
             now, before = a.get(arch, {}).get(key), BEFORE[key][arch] if key in BEFORE else None
-            share = f" (x{ratio(now, a[arch].get('model_only_pages_s'))})" if per_model and now else ""
+            share = f" ({fig(ratio(now, a[arch].get('model_only_pages_s')), 'x')})" if per_model and now else ""
             cells.append(f"{before if before is not None else '-'} -> {now if now is not None else '-'}{share}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
 
@@ -164,7 +166,7 @@ def render(got: dict[str, Any]) -> str:
         base = a.get(str(r["arch"]).split()[0], {})
         lines.append(f"- ColPali ingest with pages prepared in {r.get('prep_processes')} processes: "
                      f"{r.get('ingest_pages_s')} pages/s against {base.get('ingest_pages_s')} on the prep "
-                     f"threads (x{ratio(r.get('ingest_pages_s'), base.get('ingest_pages_s'))})")
+                     f"threads ({fig(ratio(r.get('ingest_pages_s'), base.get('ingest_pages_s')), 'x')})")
     if got["serve"]:
         lines += ["", "| server rule | clients | q/s | p50 ms | p99 ms | errors |", "|---|---|---|---|---|---|"]
         lines += [f"| {r['rule']} | {r['clients']} | {r['qps']} | {r['p50_ms']} | {r['p99_ms']} | {r['errors']} |"

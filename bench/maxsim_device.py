@@ -146,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         if dev.startswith("cuda"):
             torch.cuda.empty_cache()
     if args.json:
-        args.json.write_text(json.dumps({"device": name, "rows": rows, "cpu_pages_per_s": cpu_pages_per_s}, indent=1))
+        tmp = args.json.with_name(args.json.name + ".tmp")  # whole or not at all
+        tmp.write_text(json.dumps({"device": name, "rows": rows, "cpu_pages_per_s": cpu_pages_per_s}, indent=1))
+        os.replace(tmp, args.json)
     if failed:
         print("FAILED: device scores differ from numpy's by more than 1e-2", file=sys.stderr)
     return 1 if failed else 0

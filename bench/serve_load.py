@@ -73,6 +73,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -153,8 +154,12 @@ def server(engine: str, env: dict[str, str], log_path: Path, timeout: float = 24
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
+            # Interrupted (a time limit's SIGINT, Ctrl-C): whoever interrupted may kill this process
+            # soon (gpu_checks.sh: 10 s later), and the server, in its own session, would outlive
+            # it holding its model: give it 5 s, not 60.
+            interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
             try:
-                proc.wait(timeout=60)
+                proc.wait(timeout=5 if interrupted else 60)
             except subprocess.TimeoutExpired:  # our own process group only
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
@@ -185,22 +190,13 @@ def threads_run(env: dict[str, str], work: Path, queries: list[str], mode: str, 
                 for n in clients:
                     runs.setdefault((name, n), []).append(
                         drive(base, f"{name}: {n} clients", queries, mode, n, duration, top_k))
+                    if json_path is not None:  # after each run: one cut off by a time limit keeps the rest
+                        write_json(json_path, {**(about or {}), "rows": rows_of(merge(runs))})
     print(f"\n{'rule':10s} {'clients':>7s} {'ok':>6s} {'q/s':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'errors':>6s}")
-    merged: dict[tuple[str, int], Run] = {}
-    for (name, n), rs in runs.items():
-        m = Run(f"{name}: {n} clients")
-        for x in rs:
-            m.latencies += x.latencies
-            m.errors += x.errors
-            m.seconds += x.seconds
-        merged[(name, n)] = m
-        print(f"{name:10s} {n:7d} {len(m.latencies):6d} {m.qps:8.1f} {1000 * pct(m.latencies, 50):8.2f} "
-              f"{1000 * pct(m.latencies, 99):8.2f} {m.errors:6d}")
-    if json_path is not None:  # bench/gpu_table.py reads it: the rows, and what ran them
-        json_path.write_text(json.dumps({**(about or {}), "rows": [
-            {"rule": name, "clients": n, "ok": len(m.latencies), "qps": round(m.qps, 1),
-             "p50_ms": round(1000 * pct(m.latencies, 50), 2), "p99_ms": round(1000 * pct(m.latencies, 99), 2),
-             "errors": m.errors} for (name, n), m in merged.items()]}, indent=1))
+    merged = merge(runs)
+    for row in rows_of(merged):
+        print(f"{row['rule']:10s} {row['clients']:7d} {row['ok']:6d} {row['qps']:8.1f} {row['p50_ms']:8.2f} "
+              f"{row['p99_ms']:8.2f} {row['errors']:6d}")
     first = names[0]
     for name in names[1:]:
         for n in clients:
@@ -208,6 +204,32 @@ def threads_run(env: dict[str, str], work: Path, queries: list[str], mode: str, 
             print(f"{name}/{first}, {n:2d} clients: q/s x{a.qps / b.qps:.3f}, p50 x{pct(a.latencies, 50) / pct(b.latencies, 50):.3f}, "
                   f"p99 x{pct(a.latencies, 99) / pct(b.latencies, 99):.3f}")
     return 0
+
+
+def merge(runs: dict[tuple[str, int], list[Run]]) -> dict[tuple[str, int], Run]:
+    """The rounds of each (rule, clients) as one run."""
+    merged = {}
+    for (name, n), rs in runs.items():
+        m = Run(f"{name}: {n} clients")
+        for x in rs:
+            m.latencies += x.latencies
+            m.errors += x.errors
+            m.seconds += x.seconds
+        merged[(name, n)] = m
+    return merged
+
+
+def rows_of(merged: dict[tuple[str, int], Run]) -> list[dict[str, Any]]:
+    return [{"rule": name, "clients": n, "ok": len(m.latencies), "qps": round(m.qps, 1),
+             "p50_ms": round(1000 * pct(m.latencies, 50), 2), "p99_ms": round(1000 * pct(m.latencies, 99), 2),
+             "errors": m.errors} for (name, n), m in merged.items()]
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Whole or not at all: a run killed mid-write leaves the previous file (bench/gpu_table.py reads it)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
 
 
 def load_queries(data: Path) -> list[str]:

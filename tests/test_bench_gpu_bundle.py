@@ -79,26 +79,30 @@ def test_the_page_sample_keeps_the_first_pages_within_its_budget_and_names_what_
 
 
 def fake_python(tmp_path: Path) -> Path:
-    """A PYTHON for gpu_checks.sh: the table and the bundle's wheel list run for real; every other
-    command (the benchmarks, pytest, pip) is written to calls.txt and takes one second."""
+    """A PYTHON for gpu_checks.sh: the table and the bundle's wheel list run for real (the table
+    fails with FAKE_TABLE_FAILS set); every other command (the benchmarks, pytest, pip) is written
+    to calls.txt and takes one second, pip's install ending with FAKE_PIP_RC."""
     fake = tmp_path / "python"
     fake.write_text(f"""#!/usr/bin/env bash
+[ -n "${{FAKE_TABLE_FAILS:-}}" ] && [ "$1" = bench/gpu_table.py ] && exit 1
 case "$1" in
   bench/gpu_table.py|bench/gpu_bundle.py) exec {sys.executable} "$@" ;;
 esac
 echo "$*" >> {tmp_path}/calls.txt
 sleep 1
+case "$*" in *"pip install"*) exit ${{FAKE_PIP_RC:-0}} ;; esac
+exit 0
 """)
     fake.chmod(0o755)
     return fake
 
 
-def run_checks(tmp_path: Path, **env: str) -> tuple[str, str]:
+def run_checks(tmp_path: Path, rc: int = 0, **env: str) -> tuple[str, str]:
     out = tmp_path / "out"
     r = subprocess.run(["bash", "bench/gpu_checks.sh", str(out)], cwd=ROOT, capture_output=True, text=True,
                        env={**os.environ, "PYTHON": str(fake_python(tmp_path)), "TMPDIR": str(tmp_path),
                             "GPU_BUNDLE": str(tmp_path / "bundle"), **env}, timeout=120)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == rc, r.stderr
     calls = tmp_path / "calls.txt"
     return r.stdout, calls.read_text() if calls.exists() else ""
 
@@ -106,7 +110,7 @@ def run_checks(tmp_path: Path, **env: str) -> tuple[str, str]:
 def test_the_checks_stop_starting_steps_when_the_budget_is_spent(tmp_path: Path) -> None:
     # The env step makes three one-second calls: with a 6 s budget under 5 s are left after it.
     stdout, calls = run_checks(tmp_path, BUDGET_S="6", MIN_STEP_S="5")
-    assert "== env (limit 6s)" in stdout
+    assert re.search(r"== env \(limit [56]s\)", stdout)  # SECONDS may tick before the first step
     for name in ("encode_colpali_colqwen2", "encode_colqwen2_5_colidefics3", "pytest_gpu", "serve_queries",
                  "maxsim_device", "encode_colpali_prep_processes"):
         assert re.search(rf"== {name}: skipped, [0-4]s of BUDGET_S=6 left", stdout), name
@@ -236,3 +240,19 @@ def test_no_page_that_fits_stops_the_bundle(offline_bundle: Path) -> None:
     with pytest.raises(SystemExit, match="no PDF page fits the 0.0 MiB left under the limit"):
         gb.main(["--out", str(offline_bundle / ".gpu"), "--data", str(offline_bundle / "data"),
                  "--limit-mib", limit, "--margin-mib", "0"])
+
+
+def test_wheels_that_do_not_install_stop_the_checks(tmp_path: Path) -> None:
+    wheels = tmp_path / "bundle" / "wheels"
+    wheels.mkdir(parents=True)
+    (wheels / "no_such_project_xyz-1.0-py3-none-any.whl").write_bytes(b"")
+    stdout, calls = run_checks(tmp_path, rc=1, BUDGET_S="60", MIN_STEP_S="5", FAKE_PIP_RC="3")
+    assert "== the bundle's wheels did not install (rc=3): stopping" in stdout
+    assert "bench/encode.py" not in calls and "== env" not in stdout
+    assert (tmp_path / "out" / "gpu_checks.tar.gz").exists()  # the install's log comes back
+
+
+def test_a_table_that_fails_says_so_in_its_place(tmp_path: Path) -> None:
+    run_checks(tmp_path, BUDGET_S="1", MIN_STEP_S="5", FAKE_TABLE_FAILS="1")
+    assert (tmp_path / "out" / "table.md").read_text() == (
+        "bench/gpu_table.py failed: see gpu_table.err in gpu_checks.tar.gz\n")

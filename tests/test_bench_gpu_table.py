@@ -122,3 +122,11 @@ def test_main_wants_one_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "usage" in capsys.readouterr().err
     assert gt.main([str(tmp_path)]) == 0
     assert "| ColPali Engine.ingest >= 50 pages/s | - | not measured |" in capsys.readouterr().out
+
+
+def test_a_ratio_is_judged_before_it_is_rounded(steps: Path) -> None:
+    # 47.97 / 80 = 0.599625: shown as x0.6, short of 0.6 all the same.
+    write(steps, "encode.json", [
+        encode_row("colpali", model_only_pages_s=80.0, encode_pages_s=70.0, ingest_pages_s=47.97),
+    ])
+    assert verdicts(steps)["ColPali Engine.ingest >= 0.6x the model alone"] == ("x0.6", "NOT met")

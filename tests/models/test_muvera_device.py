@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fastembed.postprocess import Muvera as Reference
 from models_kit import needs_cuda, needs_gpu_extra
 
 from ragspine.scoring.muvera import Muvera, MuveraParams
@@ -41,6 +40,10 @@ def test_a_batch_on_the_device_encodes_each_page_as_fastembed_does(
     params = MuveraParams(dim, k_sim, dim_proj, r_reps, seed)
     pages = _pages(dim, lengths, seed)
     got = DeviceMuvera(Muvera(params), "cpu").documents(pages)
+    # Here, not at the top: the GPU machine's image has no fastembed, and the CUDA test below
+    # needs none (it checks against ragspine's numpy encoder, itself checked against fastembed).
+    from fastembed.postprocess import Muvera as Reference
+
     ref = Reference(dim, k_sim, dim_proj, r_reps, seed)
     assert len(got) == len(pages)
     for page, enc in zip(pages, got, strict=True):
