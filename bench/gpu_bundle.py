@@ -227,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"the wheels and the working tree already pass {args.limit_mib} MiB: "
                          f"{wheel_bytes / 2**20:.1f} MiB of wheels ({len(pins)} projects)")
     src = args.data / "documents" if (args.data / "documents").is_dir() else args.data
+    if not any(src.glob("*.pdf")):
+        raise SystemExit(f"no PDF under {src}: --data names a folder of PDFs (or one with documents/)")
     files, pages, skipped = sample_pdfs(src, data / "documents", args.pages_per_doc, left)
     if not files:
         raise SystemExit(f"no PDF page fits the {left / 2**20:.1f} MiB left under the limit (from {src})")

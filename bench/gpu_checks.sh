@@ -76,6 +76,7 @@ if [ -d "$bundle/wheels" ]; then  # only what the machine lacks: the image's own
             --upgrade --target /tmp/ragspine-site $wheels
         if [ "$rc" != 0 ]; then  # every step after would fail on its imports
             echo "== the bundle's wheels did not install (rc=$rc): stopping"
+            pack
             exit 1
         fi
         export PYTHONPATH=$PYTHONPATH:/tmp/ragspine-site

@@ -43,26 +43,38 @@ QWEN25_MIN_PAGES_S = 30.0  # ColQwen2.5's model alone, vision windows batched
 WINDOWS_MIN_COSINE = 0.999  # ...with the vectors of the split attention
 
 
+SERVE_KEYS = frozenset({"rule", "clients", "ok", "qps", "p50_ms", "p99_ms", "errors"})
+
+
 def load(folder: Path) -> dict[str, Any]:
-    """Every step output found in ``folder``: encode rows by architecture, and the rest by name."""
+    """Every step output found in ``folder``: encode rows by architecture, and the rest by name.
+    A file of another shape, or a row without its keys, is left out (and named on stderr)."""
     rows: dict[str, dict[str, Any]] = {}
     for name in ("encode.json", "encode2.json"):
-        for r in _read(folder / name) or []:
-            rows.setdefault(str(r["arch"]).split()[0], r)
-    serve = _read(folder / "serve.json") or {}
-    return {"archs": rows, "prep": _read(folder / "encode_prep.json") or [], "serve": serve.get("rows", []),
+        for r in _read(folder / name, list) or []:
+            if isinstance(r, dict) and "arch" in r:
+                rows.setdefault(str(r["arch"]).split()[0], r)
+    serve = _read(folder / "serve.json", dict) or {}
+    serve_rows = [r for r in serve.get("rows", []) if isinstance(r, dict) and SERVE_KEYS <= r.keys()]
+    maxsim = _read(folder / "maxsim.json", dict)
+    prep = [r for r in _read(folder / "encode_prep.json", list) or [] if isinstance(r, dict) and "arch" in r]
+    return {"archs": rows, "prep": prep, "serve": serve_rows,
             "serve_on_gpu": str(serve.get("device", "")).startswith("cuda") and serve.get("page_size") == "full",
-            "maxsim": _read(folder / "maxsim.json")}
+            "maxsim": maxsim if maxsim and isinstance(maxsim.get("rows"), list) else None}
 
 
-def _read(path: Path) -> Any:
+def _read(path: Path, kind: type) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except json.JSONDecodeError as exc:  # a step killed while writing: say so, judge without it
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a step killed while writing: judge without it
         print(f"(unreadable {path.name}: {exc})", file=sys.stderr)
         return None
+    if not isinstance(data, kind):
+        print(f"({path.name} is not a JSON {kind.__name__}: left out)", file=sys.stderr)
+        return None
+    return data
 
 
 def ratio(a: Any, b: Any) -> float | None:
@@ -92,8 +104,9 @@ def targets(got: dict[str, Any]) -> list[tuple[str, str, str]]:
     (``on_gpu``) count as not measured."""
     a = {arch: r for arch, r in got["archs"].items() if on_gpu(r)}
 
-    def f(arch: str, key: str) -> Any:
-        return a.get(arch, {}).get(key)
+    def f(arch: str, key: str) -> Any:  # a figure, or None: a string or null is not one
+        v = a.get(arch, {}).get(key)
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
     out = []
     v = f("colpali", "ingest_pages_s")
@@ -106,9 +119,10 @@ def targets(got: dict[str, Any]) -> list[tuple[str, str, str]]:
     for arch in ("colpali", "colqwen2"):
         v = f(arch, "query_ms_p50")
         out.append((f"{NAMES[arch]} query p50 <= {QUERY_MAX_MS:g} ms",
-                    fig(v) if v is None else f"{v} ms ({f(arch, 'query_path')})",
+                    fig(v) if v is None else f"{v} ms ({a[arch].get('query_path')})",
                     verdict(v, None if v is None else v <= QUERY_MAX_MS)))
-    eight = [r for r in got["serve"] if r.get("clients") == 8] if got["serve_on_gpu"] else []
+    eight = [r for r in got["serve"] if r["clients"] == 8 and isinstance(r["qps"], (int, float))
+             and isinstance(r["errors"], int)] if got["serve_on_gpu"] else []
     best = max(eight, key=lambda r: r["qps"], default=None)
     out.append((f"8 clients through the server >= {SERVER_MIN_QPS:g} q/s",
                 ", ".join(f"{r['rule']} {r['qps']} q/s ({r['errors']} errors)" for r in eight) or "-",
@@ -174,7 +188,7 @@ def render(got: dict[str, Any]) -> str:
     if got["maxsim"]:
         lines.append("")
         lines += [f"- exact MaxSim over {r['pages']:,} pages: {r.get('all_p50_ms', r.get('skipped'))} ms p50"
-                  for r in got["maxsim"]["rows"]]
+                  for r in got["maxsim"]["rows"] if isinstance(r, dict) and isinstance(r.get("pages"), int)]
     return "\n".join(lines)
 
 

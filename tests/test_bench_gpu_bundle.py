@@ -256,3 +256,21 @@ def test_a_table_that_fails_says_so_in_its_place(tmp_path: Path) -> None:
     run_checks(tmp_path, BUDGET_S="1", MIN_STEP_S="5", FAKE_TABLE_FAILS="1")
     assert (tmp_path / "out" / "table.md").read_text() == (
         "bench/gpu_table.py failed: see gpu_table.err in gpu_checks.tar.gz\n")
+
+
+def test_a_data_folder_without_pdfs_is_named(offline_bundle: Path) -> None:
+    empty = offline_bundle / "empty"
+    empty.mkdir()
+    with pytest.raises(SystemExit, match=f"no PDF under {empty}"):
+        gb.main(["--out", str(offline_bundle / ".gpu"), "--data", str(empty), "--limit-mib", "2",
+                 "--margin-mib", "0"])
+
+
+def test_no_time_left_to_install_stops_the_checks_too(tmp_path: Path) -> None:
+    wheels = tmp_path / "bundle" / "wheels"
+    wheels.mkdir(parents=True)
+    (wheels / "no_such_project_xyz-1.0-py3-none-any.whl").write_bytes(b"")
+    stdout, calls = run_checks(tmp_path, rc=1, BUDGET_S="1", MIN_STEP_S="5")
+    assert "== install: skipped" in stdout
+    assert "did not install (rc=skipped): stopping" in stdout and calls == ""
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["gpu_checks.tar.gz", "table.md"]

@@ -130,3 +130,22 @@ def test_a_ratio_is_judged_before_it_is_rounded(steps: Path) -> None:
         encode_row("colpali", model_only_pages_s=80.0, encode_pages_s=70.0, ingest_pages_s=47.97),
     ])
     assert verdicts(steps)["ColPali Engine.ingest >= 0.6x the model alone"] == ("x0.6", "NOT met")
+
+
+def test_files_and_rows_of_another_shape_are_left_out_not_judged(steps: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    write(steps, "encode.json", {"arch": "colpali"})  # an object where a list belongs
+    write(steps, "encode2.json", [7, {"no_arch": 1},
+                                  encode_row("colidefics3", model_only_pages_s="85", encode_pages_s=None)])
+    write(steps, "serve.json", serve_run([{"rule": "graphs", "clients": 8, "qps": 900.0}]))  # keys missing
+    write(steps, "maxsim.json", {"rows": [None, {"pages": "many"}, {"pages": 1000, "all_p50_ms": 0.3}]})
+    (steps / "encode_prep.json").write_bytes(b"\xff\xfe")
+    got = gt.load(steps)
+    err = capsys.readouterr().err
+    assert "encode.json is not a JSON list: left out" in err and "unreadable encode_prep.json" in err
+    v = {t: (fig, ok) for t, fig, ok in gt.targets(got)}
+    assert v["ColPali Engine.ingest >= 50 pages/s"] == ("-", "not measured")
+    assert v["ColIdefics3 encode_pages >= 0.6x the model alone"] == ("-", "not measured")  # "85" is text
+    assert v["8 clients through the server >= 150 q/s"] == ("-", "not measured")
+    text = gt.render(got)
+    assert "- exact MaxSim over 1,000 pages: 0.3 ms p50" in text and "many" not in text
